@@ -1,0 +1,47 @@
+// Layer 1 — the atomics policy.
+//
+// Every lock-free part of magpie is a template over an atomics policy. Production code
+// uses `std_atomics`; the model checks in test/model/ substitute an instrumented policy
+// so the *same* code runs under Relacy's weak-memory exploration. This is also the only
+// file where a memory fence may appear (GCC rejects `atomic_thread_fence` under
+// ThreadSanitizer, and TSan does not model fences): the lock-free parts express their
+// orderings with seq_cst operations instead.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace magpie::detail {
+
+// std_atomics is the production policy: plain std::atomic plus futex parking on Linux.
+struct std_atomics {
+  template <class T>
+  using atomic = std::atomic<T>;
+
+  // wait blocks while `word` still holds `expected`; it may return spuriously.
+  static void wait(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept;
+
+  // wait_for is `wait` bounded by `timeout_ns`; it returns false when the time ran out.
+  static bool wait_for(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                       std::int64_t timeout_ns) noexcept;
+
+  // wake_one wakes at most one thread blocked in `wait` on `word`.
+  static void wake_one(std::atomic<std::uint32_t>& word) noexcept;
+
+  // wake_all wakes every thread blocked in `wait` on `word`.
+  static void wake_all(std::atomic<std::uint32_t>& word) noexcept;
+};
+
+// cpu_relax is the spin-loop hint (x86 `pause`); it lets a sibling hyper-thread run.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// cache_line is the padding unit that keeps independently written atomics apart.
+inline constexpr std::size_t cache_line = 64;
+
+}  // namespace magpie::detail

@@ -1,0 +1,185 @@
+// Layer 1 — the Chase-Lev work-stealing deque.
+//
+// One owner thread pushes and pops at the bottom (LIFO: the newest, cache-hot item);
+// any number of thieves steal from the top (FIFO: the oldest item, usually the largest
+// piece of work). The orderings are those of Lê, Pop, Cohen and Zappa Nardelli, "Correct
+// and efficient work-stealing for weak memory models" (PPoPP 2013), with each of the
+// paper's seq_cst fences expressed as a seq_cst operation on the neighbouring access —
+// see docs/memory_orders.md for the argument, and test/model/deque_model.cpp for the
+// Relacy model that checks it (and a weakened mutant that must fail).
+//
+//   work_stealing_deque<job*> deque;       // constructed anywhere
+//   deque.push(j);                         // owner thread only
+//   if (auto mine = deque.pop()) run(*mine);       // owner thread only
+//   if (auto loot = other.steal()) run(*loot);     // any thread
+//
+// Known bugs this code is written against (RELIABILITY.md §3.1): indices are signed, so
+// `pop` on an empty deque cannot wrap; the stolen slot is read *before* the CAS on top;
+// a grown ring is published with release; old rings stay alive until the deque dies,
+// because a thief may still be reading one.
+#pragma once
+
+#include <magpie/config.h>
+#include <magpie/detail/atomics.h>
+#include <magpie/diagnostics.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace magpie::detail {
+
+// work_stealing_deque holds trivially copyable items (task pointers) for one owner
+// thread and many thieves; the buffer grows without bound.
+template <class T, class Atomics = std_atomics>
+class work_stealing_deque {
+  static_assert(std::is_trivially_copyable_v<T>, "items are copied through atomics");
+
+  template <class U>
+  using atomic = typename Atomics::template atomic<U>;
+
+ public:
+  // work_stealing_deque creates a deque whose first ring holds `initial_capacity` items
+  // (rounded up to a power of two).
+  explicit work_stealing_deque(std::int64_t initial_capacity = 256) {
+    std::int64_t capacity = 2;
+    while (capacity < initial_capacity) capacity *= 2;
+    rings_.push_back(std::make_unique<ring>(capacity));
+    current_.store(rings_.back().get(), std::memory_order_relaxed);  // relaxed: thieves reach the deque through a later synchronising publication
+  }
+
+  work_stealing_deque(const work_stealing_deque&) = delete;
+  work_stealing_deque& operator=(const work_stealing_deque&) = delete;
+
+  // push adds `item` at the bottom. Owner thread only.
+  void push(T item) {
+    check_owner("push");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    // acquire: pairs with the thieves' CAS on top, so a slot a thief has read is free to reuse
+    std::int64_t t = top_.load(std::memory_order_acquire);
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    if (b - t >= r->capacity) r = grow(r, t, b);
+    r->put(b, item);
+    bottom_.store(b + 1, std::memory_order_release);  // release: publishes the slot to steal()'s load of bottom
+  }
+
+  // pop removes the newest item, or returns nothing when the deque is empty or a thief
+  // took the last item. Owner thread only.
+  std::optional<T> pop() {
+    check_owner("pop");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    // seq_cst store then seq_cst load: the paper's fence. Either a thief sees the lowered
+    // bottom, or we see its raised top (Dekker) — never both of us taking the last item.
+    bottom_.store(b, std::memory_order_seq_cst);
+    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    if (t > b) {
+      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
+      return std::nullopt;
+    }
+    T item = r->get(b);
+    if (t == b) {
+      // The last item: race the thieves for it by moving top, as they do.
+      bool won = top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
+      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
+      if (!won) return std::nullopt;
+    }
+    return item;
+  }
+
+  // steal removes the oldest item, or returns nothing when the deque is empty or another
+  // thread won the race for that item. Any thread.
+  std::optional<T> steal() {
+    // seq_cst load of top, then of bottom: the paper's acquire load plus fence, ordered
+    // against pop's store of bottom and load of top (Dekker).
+    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+    if (t >= b) return std::nullopt;
+    ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
+    // Read the slot before the CAS: once top moves past it, the owner may overwrite it.
+    T item = r->get(t);
+    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                      std::memory_order_relaxed)) {  // relaxed: the loser returns without using `item`
+      return std::nullopt;
+    }
+    return item;
+  }
+
+  // size_approx is bottom − top at some recent moment; exact only when nobody races.
+  std::int64_t size_approx() const {
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: a hint, never acted on without pop/steal
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: as above
+    return b > t ? b - t : 0;
+  }
+
+  // empty is `size_approx() == 0`.
+  bool empty() const { return size_approx() == 0; }
+
+  // capacity is the size of the current ring; it only ever grows.
+  std::int64_t capacity() const {
+    return current_.load(std::memory_order_relaxed)->capacity;  // relaxed: owner-side statistic
+  }
+
+  // set_owner names the thread allowed to push and pop (checked in debug builds). Without
+  // it, the first thread to push or pop becomes the owner.
+  void set_owner([[maybe_unused]] std::thread::id owner) noexcept {
+#if MAGPIE_DEBUG_CHECKS
+    owner_.store(owner, std::memory_order_relaxed);  // relaxed: the owner thread is started after this, which orders it
+#endif
+  }
+
+ private:
+  // ring is a power-of-two circular buffer indexed by the ever-growing top/bottom.
+  struct ring {
+    explicit ring(std::int64_t size)
+        : capacity(size), mask(size - 1), slots(std::make_unique<atomic<T>[]>(static_cast<std::size_t>(size))) {}
+
+    T get(std::int64_t index) const {
+      return slots[static_cast<std::size_t>(index & mask)].load(std::memory_order_relaxed);  // relaxed: ordered by the index accesses around it
+    }
+    void put(std::int64_t index, T item) {
+      slots[static_cast<std::size_t>(index & mask)].store(item, std::memory_order_relaxed);  // relaxed: published by the release store of bottom
+    }
+
+    const std::int64_t capacity;
+    const std::int64_t mask;
+    std::unique_ptr<atomic<T>[]> slots;
+  };
+
+  ring* grow(ring* old, std::int64_t t, std::int64_t b) {
+    auto bigger = std::make_unique<ring>(old->capacity * 2);
+    for (std::int64_t i = t; i < b; ++i) bigger->put(i, old->get(i));
+    ring* fresh = bigger.get();
+    rings_.push_back(std::move(bigger));  // the old ring stays: a thief may be reading it
+    current_.store(fresh, std::memory_order_release);  // release: pairs with steal()'s acquire load, which then sees the copied slots
+    return fresh;
+  }
+
+  void check_owner([[maybe_unused]] std::string_view operation) {
+#if MAGPIE_DEBUG_CHECKS
+    std::thread::id me = std::this_thread::get_id();
+    std::thread::id expected{};
+    // relaxed: a debug aid; a real race on the owner is the very misuse being reported
+    if (owner_.compare_exchange_strong(expected, me, std::memory_order_relaxed) || expected == me) return;
+    std::string message = "work_stealing_deque::";
+    message.append(operation).append(" called from a thread that does not own the deque");
+    report(diagnostic_kind::misuse, message);
+#endif
+  }
+
+  alignas(cache_line) atomic<std::int64_t> top_{0};
+  alignas(cache_line) atomic<std::int64_t> bottom_{0};
+  atomic<ring*> current_{nullptr};
+  std::vector<std::unique_ptr<ring>> rings_;  // owner-only; every ring ever used, freed with the deque
+#if MAGPIE_DEBUG_CHECKS
+  std::atomic<std::thread::id> owner_{};  // plain std::atomic under every policy: a debug aid, not part of the algorithm
+#endif
+};
+
+}  // namespace magpie::detail

@@ -1,0 +1,6 @@
+// magpie — a work-stealing task scheduler with Unreal Engine's task semantics.
+// Including this header reaches every public header.
+#pragma once
+
+#include <magpie/config.h>
+#include <magpie/diagnostics.h>

@@ -1,0 +1,76 @@
+// Futex-based parking for std_atomics (Linux), std::atomic::wait elsewhere.
+#include <magpie/detail/atomics.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#include <chrono>
+#include <thread>
+#endif
+
+namespace magpie::detail {
+
+#if defined(__linux__)
+namespace {
+// std::atomic<uint32_t> is layout-compatible with uint32_t, which is what the kernel
+// compares; the futex word never leaves the object that owns it.
+std::uint32_t* futex_address(std::atomic<std::uint32_t>& word) noexcept {
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+  return reinterpret_cast<std::uint32_t*>(&word);
+}
+
+long futex(std::atomic<std::uint32_t>& word, int op, std::uint32_t value,
+           const timespec* timeout) noexcept {
+  return syscall(SYS_futex, futex_address(word), op | FUTEX_PRIVATE_FLAG, value, timeout,
+                 nullptr, 0);
+}
+}  // namespace
+
+void std_atomics::wait(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+  futex(word, FUTEX_WAIT, expected, nullptr);
+}
+
+bool std_atomics::wait_for(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                           std::int64_t timeout_ns) noexcept {
+  if (timeout_ns <= 0) return false;
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(timeout_ns / 1'000'000'000);
+  timeout.tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000);
+  long result = futex(word, FUTEX_WAIT, expected, &timeout);
+  return !(result == -1 && errno == ETIMEDOUT);
+}
+
+void std_atomics::wake_one(std::atomic<std::uint32_t>& word) noexcept {
+  futex(word, FUTEX_WAKE, 1, nullptr);
+}
+
+void std_atomics::wake_all(std::atomic<std::uint32_t>& word) noexcept {
+  futex(word, FUTEX_WAKE, INT_MAX, nullptr);
+}
+#else
+void std_atomics::wait(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+  word.wait(expected);  // seq_cst default: the caller re-reads the word anyway
+}
+
+bool std_atomics::wait_for(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                           std::int64_t timeout_ns) noexcept {
+  // The standard has no timed atomic wait: poll with short sleeps until the deadline.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  while (word.load() == expected) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+void std_atomics::wake_one(std::atomic<std::uint32_t>& word) noexcept { word.notify_one(); }
+void std_atomics::wake_all(std::atomic<std::uint32_t>& word) noexcept { word.notify_all(); }
+#endif
+
+}  // namespace magpie::detail

@@ -1,0 +1,220 @@
+// Tests for include/magpie/detail/deque.h — the Chase-Lev work-stealing deque.
+#include <magpie/detail/deque.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+using magpie::detail::work_stealing_deque;
+
+TEST_SUITE("deque") {
+
+TEST_CASE("deque: the owner pops the newest item first") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 10; ++i) deque.push(i);
+  for (int i = 9; i >= 0; --i) CHECK(deque.pop() == i);
+  CHECK_FALSE(deque.pop().has_value());
+}
+
+TEST_CASE("deque: thieves steal the oldest item first") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 10; ++i) deque.push(i);
+  for (int i = 0; i < 10; ++i) CHECK(deque.steal() == i);
+  CHECK_FALSE(deque.steal().has_value());
+}
+
+TEST_CASE("deque: pop and steal meet in the middle without losing an item") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 6; ++i) deque.push(i);
+  CHECK(deque.steal() == 0);
+  CHECK(deque.pop() == 5);
+  CHECK(deque.steal() == 1);
+  CHECK(deque.pop() == 4);
+  CHECK(deque.pop() == 3);
+  CHECK(deque.steal() == 2);
+  CHECK(deque.empty());
+}
+
+TEST_CASE("deque: popping an empty deque returns nothing and does not wrap the indices") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(deque.pop().has_value());
+  CHECK(deque.size_approx() == 0);
+  CHECK_FALSE(deque.steal().has_value());
+  deque.push(7);
+  CHECK(deque.size_approx() == 1);
+  CHECK(deque.steal() == 7);
+  CHECK_FALSE(deque.pop().has_value());
+}
+
+TEST_CASE("deque: the ring grows and keeps every item in order") {
+  work_stealing_deque<std::uint64_t> deque(2);
+  CHECK(deque.capacity() == 2);
+  for (std::uint64_t i = 0; i < 1000; ++i) deque.push(i);
+  CHECK(deque.capacity() >= 1000);
+  CHECK(deque.size_approx() == 1000);
+  for (std::uint64_t i = 0; i < 500; ++i) REQUIRE(deque.steal() == i);
+  for (std::uint64_t i = 999; i >= 500; --i) REQUIRE(deque.pop() == i);
+  CHECK(deque.empty());
+}
+
+TEST_CASE("deque: growth after wrap-around copies the live window") {
+  work_stealing_deque<int> deque(4);
+  // Move top and bottom far past the ring size so the live items straddle its end.
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 3; ++i) deque.push(i);
+    for (int i = 0; i < 3; ++i) REQUIRE(deque.steal() == i);
+  }
+  for (int i = 0; i < 20; ++i) deque.push(i);
+  CHECK(deque.capacity() >= 20);
+  CHECK(deque.steal() == 0);
+  for (int i = 19; i >= 1; --i) REQUIRE(deque.pop() == i);
+  CHECK(deque.empty());
+}
+
+TEST_CASE("deque: the initial capacity rounds up to a power of two") {
+  CHECK(work_stealing_deque<int>(0).capacity() == 2);
+  CHECK(work_stealing_deque<int>(3).capacity() == 4);
+  CHECK(work_stealing_deque<int>(256).capacity() == 256);
+  CHECK(work_stealing_deque<int>(257).capacity() == 512);
+}
+
+#if MAGPIE_DEBUG_CHECKS
+TEST_CASE("deque: push and pop from a thread that does not own the deque are reported") {
+  magpie::test::diagnostic_recorder recorder;
+  work_stealing_deque<int> deque;
+  deque.push(1);  // this thread becomes the owner
+  std::thread intruder([&] {
+    deque.push(2);
+    (void)deque.pop();
+  });
+  intruder.join();
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(reports[0].message.find("push") != std::string::npos);
+  CHECK(reports[1].message.find("pop") != std::string::npos);
+}
+
+TEST_CASE("deque: set_owner hands the deque to another thread without a report") {
+  magpie::test::diagnostic_recorder recorder;
+  work_stealing_deque<int> deque;
+  std::thread worker;
+  deque.set_owner(std::thread::id{});
+  worker = std::thread([&] {
+    deque.push(1);
+    CHECK(deque.pop() == 1);
+  });
+  worker.join();
+  CHECK(recorder.count() == 0);
+}
+#endif
+
+}  // TEST_SUITE("deque")
+
+namespace {
+
+// Sizes 1, 4, 13, 40, … up to 265,720 (×3+1), as in Taskflow's and libfork's deque tests.
+std::vector<std::size_t> stress_sizes() {
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = 1; n <= 265'720; n = n * 3 + 1) sizes.push_back(n);
+  return sizes;
+}
+
+// Owner pushes 0..n-1, popping one item after every third push; `thieves` threads steal
+// until the owner is done and the deque is empty. Returns every item taken, by anyone.
+std::vector<std::size_t> take_everything(std::size_t n, int thieves) {
+  work_stealing_deque<std::size_t> deque(2);  // tiny, so growth races the thieves
+  std::atomic<bool> owner_done{false};
+  std::vector<std::vector<std::size_t>> taken(static_cast<std::size_t>(thieves) + 1);
+  std::vector<std::thread> threads;
+  for (int t = 1; t <= thieves; ++t) {
+    threads.emplace_back([&, t] {
+      auto& mine = taken[static_cast<std::size_t>(t)];
+      for (;;) {
+        // acquire: pairs with the owner's release store of owner_done
+        bool finished = owner_done.load(std::memory_order_acquire);
+        if (auto item = deque.steal()) {
+          mine.push_back(*item);
+        } else if (finished && deque.empty()) {
+          return;
+        }
+      }
+    });
+  }
+  auto& own = taken[0];
+  for (std::size_t i = 0; i < n; ++i) {
+    deque.push(i);
+    if (i % 3 == 2) {
+      if (auto item = deque.pop()) own.push_back(*item);
+    }
+  }
+  while (auto item = deque.pop()) own.push_back(*item);
+  owner_done.store(true, std::memory_order_release);  // release: pairs with the thieves' acquire load
+  for (auto& thread : threads) thread.join();
+  std::vector<std::size_t> all;
+  for (auto& part : taken) all.insert(all.end(), part.begin(), part.end());
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("deque: every item is taken exactly once by the owner and the thieves" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    for (int thieves : {1, 2, 4}) {
+      for (std::size_t n : stress_sizes()) {
+        CAPTURE(thieves);
+        CAPTURE(n);
+        std::vector<std::size_t> all = take_everything(n, thieves);
+        std::vector<std::size_t> expected(n);
+        std::iota(expected.begin(), expected.end(), std::size_t{0});
+        REQUIRE(all == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("deque: a thief and the owner race for the last item and exactly one wins" *
+          doctest::test_suite("stress")) {
+  constexpr int rounds = 20'000;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    work_stealing_deque<int> deque(2);
+    std::atomic<int> round_started{-1};
+    std::atomic<int> thief_done{-1};
+    std::vector<int> stolen(rounds, 0);
+    std::thread thief([&] {
+      for (int round = 0; round < rounds; ++round) {
+        while (round_started.load(std::memory_order_acquire) < round) {  // acquire: pairs with the owner's release
+          magpie::detail::cpu_relax();
+        }
+        if (auto item = deque.steal()) stolen[static_cast<std::size_t>(round)] = *item;
+        thief_done.store(round, std::memory_order_release);  // release: publishes stolen[round]
+      }
+    });
+    int owner_wins = 0;
+    int thief_wins = 0;
+    for (int round = 0; round < rounds; ++round) {
+      deque.push(round + 1);
+      round_started.store(round, std::memory_order_release);  // release: the push happens before the thief's steal
+      std::optional<int> popped = deque.pop();
+      while (thief_done.load(std::memory_order_acquire) < round) {  // acquire: pairs with the thief's release
+        magpie::detail::cpu_relax();
+      }
+      int by_thief = stolen[static_cast<std::size_t>(round)];
+      REQUIRE(popped.has_value() != (by_thief != 0));
+      REQUIRE((popped.has_value() ? *popped : by_thief) == round + 1);
+      (popped ? owner_wins : thief_wins) += 1;
+    }
+    thief.join();
+    CHECK(owner_wins + thief_wins == rounds);
+    CHECK(deque.empty());
+  }
+}

@@ -1,0 +1,189 @@
+// Tests for include/magpie/detail/event_count.h — parking without lost wake-ups.
+#include <magpie/detail/event_count.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using magpie::detail::event_count;
+
+namespace {
+
+// tickets is a counter of available work; take() claims one if any is left.
+struct tickets {
+  std::atomic<int> available{0};
+
+  bool take() {
+    int seen = available.load(std::memory_order_seq_cst);  // seq_cst: the waiter's re-check in the Dekker pair
+    while (seen > 0) {
+      if (available.compare_exchange_weak(seen, seen - 1, std::memory_order_seq_cst)) return true;
+    }
+    return false;
+  }
+  void give(int count = 1) { available.fetch_add(count, std::memory_order_seq_cst); }  // seq_cst: the publication notify relies on
+};
+
+// park_until_ticket is the waiter side of the protocol, exactly as a worker uses it.
+void park_until_ticket(event_count<>& events, tickets& work) {
+  for (;;) {
+    if (work.take()) return;
+    auto key = events.prepare_wait();
+    if (work.take()) {
+      events.cancel_wait();
+      return;
+    }
+    events.commit_wait(key);
+  }
+}
+
+void wait_until(const std::atomic<int>& value, int target) {
+  while (value.load(std::memory_order_acquire) < target) std::this_thread::yield();  // acquire: pairs with the releasing increments
+}
+
+}  // namespace
+
+TEST_SUITE("event_count") {
+
+TEST_CASE("event_count: a notify between prepare_wait and commit_wait makes the commit return") {
+  event_count<> events;
+  auto key = events.prepare_wait();
+  CHECK(events.waiters() == 1);
+  events.notify_one();
+  events.commit_wait(key);  // must not block: the watchdog names this test if it does
+  CHECK(events.waiters() == 0);
+}
+
+TEST_CASE("event_count: cancel_wait withdraws the announcement") {
+  event_count<> events;
+  (void)events.prepare_wait();
+  (void)events.prepare_wait();
+  CHECK(events.waiters() == 2);
+  events.cancel_wait();
+  events.cancel_wait();
+  CHECK(events.waiters() == 0);
+}
+
+TEST_CASE("event_count: a notify with no announced waiter is not remembered") {
+  event_count<> events;
+  events.notify_one();
+  events.notify_all();
+  auto key = events.prepare_wait();
+  CHECK_FALSE(events.commit_wait_for(key, std::chrono::milliseconds(5)));
+  CHECK(events.waiters() == 0);
+}
+
+TEST_CASE("event_count: commit_wait_for returns true when another thread notifies") {
+  event_count<> events;
+  std::atomic<int> armed{0};
+  bool notified = false;
+  std::thread waiter([&] {
+    auto key = events.prepare_wait();
+    armed.store(1, std::memory_order_release);  // release: pairs with wait_until's acquire
+    notified = events.commit_wait_for(key, std::chrono::minutes(10));
+  });
+  wait_until(armed, 1);
+  events.notify_one();
+  waiter.join();
+  CHECK(notified);
+}
+
+TEST_CASE("event_count: with N waiters armed, each single notify releases one of them") {
+  for (int waiters : {1, 2, 4, 8}) {
+    CAPTURE(waiters);
+    for (int repeat = 0; repeat < 20; ++repeat) {
+      event_count<> events;
+      tickets work;
+      std::atomic<int> released{0};
+      std::vector<std::thread> threads;
+      for (int i = 0; i < waiters; ++i) {
+        threads.emplace_back([&] {
+          park_until_ticket(events, work);
+          released.fetch_add(1, std::memory_order_release);  // release: pairs with wait_until's acquire
+        });
+      }
+      while (events.waiters() < static_cast<std::uint32_t>(waiters)) std::this_thread::yield();
+      for (int i = 1; i <= waiters; ++i) {
+        work.give();
+        events.notify_one();
+        wait_until(released, i);  // a lost wake-up hangs here, and the watchdog names the test
+      }
+      for (auto& thread : threads) thread.join();
+      CHECK(released.load() == waiters);
+      CHECK(events.waiters() == 0);
+    }
+  }
+}
+
+TEST_CASE("event_count: notify_all releases every armed waiter") {
+  event_count<> events;
+  std::atomic<bool> go{false};
+  std::atomic<int> released{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      for (;;) {
+        auto key = events.prepare_wait();
+        if (go.load(std::memory_order_seq_cst)) {  // seq_cst: the re-check in the Dekker pair
+          events.cancel_wait();
+          break;
+        }
+        events.commit_wait(key);
+      }
+      released.fetch_add(1, std::memory_order_release);  // release: pairs with wait_until's acquire
+    });
+  }
+  while (events.waiters() < 6) std::this_thread::yield();
+  go.store(true, std::memory_order_seq_cst);  // seq_cst: the publication notify relies on
+  events.notify_all();
+  wait_until(released, 6);
+  for (auto& thread : threads) thread.join();
+  CHECK(released.load() == 6);
+}
+
+}  // TEST_SUITE("event_count")
+
+TEST_CASE("event_count: producers and parking consumers pass every item without a lost wake-up" *
+          doctest::test_suite("stress")) {
+  constexpr int producers = 2;
+  constexpr int items_per_producer = 50'000;
+  constexpr int total = producers * items_per_producer;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    for (int consumers : {1, 3, 8}) {
+      CAPTURE(consumers);
+      event_count<> events;
+      tickets work;
+      std::atomic<int> consumed{0};
+      std::vector<std::thread> consumer_threads;
+      for (int c = 0; c < consumers; ++c) {
+        consumer_threads.emplace_back([&] {
+          // Tickets past `total` are the ones handed out to stop the consumers.
+          do {
+            park_until_ticket(events, work);
+          } while (consumed.fetch_add(1, std::memory_order_relaxed) + 1 <= total);  // relaxed: only the count matters
+        });
+      }
+      std::vector<std::thread> producer_threads;
+      for (int p = 0; p < producers; ++p) {
+        producer_threads.emplace_back([&] {
+          for (int i = 0; i < items_per_producer; ++i) {
+            work.give();
+            events.notify_one();
+          }
+        });
+      }
+      for (auto& thread : producer_threads) thread.join();
+      for (int c = 0; c < consumers; ++c) {
+        work.give();
+        events.notify_one();
+      }
+      for (auto& thread : consumer_threads) thread.join();  // a lost wake-up hangs here
+      CHECK(consumed.load() == total + consumers);
+      CHECK(events.waiters() == 0);
+    }
+  }
+}

@@ -1,0 +1,100 @@
+// Tests for include/magpie/detail/injection_queue.h — the moodycamel-backed queue.
+#include <magpie/detail/injection_queue.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using magpie::detail::injection_queue;
+
+namespace {
+struct item {
+  int producer;
+  int sequence;
+};
+}  // namespace
+
+TEST_SUITE("injection_queue") {
+
+TEST_CASE("injection_queue: one producer's items come out in the order pushed") {
+  injection_queue<item> queue;
+  std::vector<item> items(100);
+  for (int i = 0; i < 100; ++i) {
+    items[static_cast<std::size_t>(i)] = {0, i};
+    queue.push(&items[static_cast<std::size_t>(i)]);
+  }
+  CHECK(queue.size_approx() == 100);
+  for (int i = 0; i < 100; ++i) {
+    item* next = queue.try_pop();
+    REQUIRE(next != nullptr);
+    CHECK(next->sequence == i);
+  }
+  CHECK(queue.try_pop() == nullptr);
+}
+
+TEST_CASE("injection_queue: items from several producers keep each producer's order") {
+  constexpr int producers = 4;
+  constexpr int per_producer = 20'000;
+  injection_queue<item> queue;
+  std::vector<std::vector<item>> items(producers, std::vector<item>(per_producer));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < per_producer; ++i) {
+        auto& slot = items[static_cast<std::size_t>(p)][static_cast<std::size_t>(i)];
+        slot = {p, i};
+        queue.push(&slot);
+      }
+    });
+  }
+  std::vector<int> next_expected(producers, 0);
+  int received = 0;
+  while (received < producers * per_producer) {
+    if (item* next = queue.try_pop()) {
+      REQUIRE(next->sequence == next_expected[static_cast<std::size_t>(next->producer)]);
+      ++next_expected[static_cast<std::size_t>(next->producer)];
+      ++received;
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(queue.try_pop() == nullptr);
+}
+
+}  // TEST_SUITE("injection_queue")
+
+TEST_CASE("injection_queue: several consumers take every item exactly once" *
+          doctest::test_suite("stress")) {
+  constexpr int total = 200'000;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    injection_queue<item> queue;
+    std::vector<item> items(total);
+    std::vector<std::atomic<int>> seen(total);
+    std::atomic<int> taken{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        for (int i = p; i < total; i += 2) {
+          items[static_cast<std::size_t>(i)] = {p, i};
+          queue.push(&items[static_cast<std::size_t>(i)]);
+        }
+      });
+    }
+    for (int c = 0; c < 3; ++c) {
+      threads.emplace_back([&] {
+        while (taken.load(std::memory_order_relaxed) < total) {  // relaxed: a loop bound; the pops synchronise
+          if (item* next = queue.try_pop()) {
+            seen[static_cast<std::size_t>(next->sequence)].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after join
+            taken.fetch_add(1, std::memory_order_relaxed);  // relaxed: a loop bound
+          }
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& count) { return count.load() == 1; }));
+  }
+}

@@ -1,0 +1,72 @@
+// Relacy model of include/magpie/detail/deque.h: the owner pushes past the first ring's
+// capacity (so the ring grows while thieves may be reading the old one) and pops, while
+// two thieves steal. Every item must be taken exactly once and no slot may be read
+// before it was written.
+//
+// Mutants (run with --mutant=…, must fail):
+//   seq_cst_to_acq_rel — pop's store of bottom and steal's load of top lose their
+//                        Dekker ordering: owner and thief both take the last item.
+//   release_to_relaxed — push's store of bottom and grow's store of the ring no longer
+//                        publish the slots: a thief reads a slot before it is written.
+#include <magpie/detail/deque.h>
+
+#include "relacy_atomics.h"
+
+namespace magpie::model {
+
+template <weakening W>
+struct deque_model : rl::test_suite<deque_model<W>, 3> {
+  static constexpr int items = 4;
+  using deque_type = detail::work_stealing_deque<int, relacy_atomics<W>>;
+
+  deque_type* deque = nullptr;
+  int taken_by[3][items + 1] = {};  // taken_by[thread][item]: each thread writes only its own row
+
+  void before() { deque = new deque_type(2); }
+
+  void take(unsigned thread, std::optional<int> item) {
+    if (!item) return;
+    RL_ASSERT(*item >= 1 && *item <= items);
+    ++taken_by[thread][*item];
+  }
+
+  void thread(unsigned index) {
+    if (index == 0) {
+      deque->push(1);
+      deque->push(2);
+      deque->push(3);  // grows the ring from 2 to 4 slots
+      take(0, deque->pop());
+      deque->push(4);
+      take(0, deque->pop());
+      take(0, deque->pop());
+    } else {
+      take(index, deque->steal());
+      take(index, deque->steal());
+    }
+  }
+
+  void after() {
+    while (auto item = deque->pop()) take(0, item);
+    for (int item = 1; item <= items; ++item) {
+      RL_ASSERT(taken_by[0][item] + taken_by[1][item] + taken_by[2][item] == 1);
+    }
+    delete deque;
+  }
+};
+
+}  // namespace magpie::model
+
+int main(int argc, char** argv) {
+  using magpie::model::weakening;
+  switch (magpie::model::weakening_from_args(argc, argv)) {
+    case weakening::none:
+      return magpie::model::run_model<magpie::model::deque_model<weakening::none>>("deque", 200000);
+    case weakening::seq_cst_to_acq_rel:
+      return magpie::model::run_model<magpie::model::deque_model<weakening::seq_cst_to_acq_rel>>(
+          "deque mutant seq_cst_to_acq_rel", 200000);
+    case weakening::release_to_relaxed:
+      return magpie::model::run_model<magpie::model::deque_model<weakening::release_to_relaxed>>(
+          "deque mutant release_to_relaxed", 200000);
+  }
+  return 2;
+}

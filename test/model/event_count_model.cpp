@@ -1,0 +1,69 @@
+// Relacy model of include/magpie/detail/event_count.h: two waiters park on the event
+// count until each claims a ticket; a producer publishes two tickets, calling notify_one
+// after each. A lost wake-up leaves a waiter asleep forever, which Relacy reports as a
+// DEADLOCK.
+//
+// Mutant (run with --mutant=seq_cst_to_acq_rel, must fail): with the waiter count and the
+// ticket counter only acquire/release, the producer can miss the waiter's announcement
+// while the waiter misses the ticket (store buffering) — the lost wake-up.
+#include <magpie/detail/event_count.h>
+
+#include "relacy_atomics.h"
+
+namespace magpie::model {
+
+template <weakening W>
+struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
+  using atomics = relacy_atomics<W>;
+  detail::event_count<atomics> events;
+  typename atomics::template atomic<int> tickets{0};
+
+  bool take_ticket() {
+    int seen = tickets.load(std::memory_order::seq_cst);
+    while (seen > 0) {
+      if (tickets.compare_exchange_weak(seen, seen - 1, std::memory_order::seq_cst)) return true;
+    }
+    return false;
+  }
+
+  void thread(unsigned index) {
+    if (index == 0) {
+      for (int i = 0; i < 2; ++i) {
+        tickets.fetch_add(1, std::memory_order::seq_cst);
+        events.notify_one();
+      }
+      return;
+    }
+    for (;;) {
+      if (take_ticket()) return;
+      auto key = events.prepare_wait();
+      if (take_ticket()) {
+        events.cancel_wait();
+        return;
+      }
+      events.commit_wait(key);
+    }
+  }
+
+  void after() { RL_ASSERT(tickets.load(std::memory_order::relaxed) == 0); }
+};
+
+}  // namespace magpie::model
+
+int main(int argc, char** argv) {
+  using magpie::model::weakening;
+  switch (magpie::model::weakening_from_args(argc, argv)) {
+    case weakening::none:
+      return magpie::model::run_model<magpie::model::event_count_model<weakening::none>>(
+          "event_count", 200000);
+    case weakening::seq_cst_to_acq_rel:
+      return magpie::model::run_model<
+          magpie::model::event_count_model<weakening::seq_cst_to_acq_rel>>(
+          "event_count mutant seq_cst_to_acq_rel", 200000);
+    case weakening::release_to_relaxed:
+      return magpie::model::run_model<
+          magpie::model::event_count_model<weakening::release_to_relaxed>>(
+          "event_count mutant release_to_relaxed", 200000);
+  }
+  return 2;
+}

@@ -1,0 +1,180 @@
+// The Relacy atomics policy: magpie's lock-free templates compiled against Relacy's
+// instrumented atomics, so the model checker explores their weak-memory behaviours.
+//
+// Include magpie's headers *before* this one: relacy.hpp redefines `new`, `delete` and
+// the `std::memory_order_*` names as macros, and magpie's templates must be tokenised
+// before those macros exist. This file itself spells orders as `std::memory_order::x`.
+//
+// A `weakening` turns the policy into a mutant: every operation of one class is given a
+// weaker order than the code asked for. Each model runs once with `none` (must pass) and
+// once weakened (must fail): proof that the model can see the bug the order prevents.
+#pragma once
+
+#include <relacy/relacy.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <cstring>
+#include <source_location>
+#include <string_view>
+#include <type_traits>
+
+namespace magpie::model {
+
+enum class weakening {
+  none,
+  seq_cst_to_acq_rel,  // every seq_cst becomes acquire / release / acq_rel
+  release_to_relaxed,  // every release (and the release half of acq_rel) is dropped
+};
+
+inline weakening weakening_from_args(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--mutant=seq_cst_to_acq_rel") return weakening::seq_cst_to_acq_rel;
+    if (arg == "--mutant=release_to_relaxed") return weakening::release_to_relaxed;
+  }
+  return weakening::none;
+}
+
+enum class access { load, store, rmw };
+
+template <weakening W>
+constexpr rl::memory_order weakened(std::memory_order order, access kind) {
+  using mo = std::memory_order;
+  if (W == weakening::seq_cst_to_acq_rel && order == mo::seq_cst) {
+    order = kind == access::load ? mo::acquire : kind == access::store ? mo::release : mo::acq_rel;
+  }
+  if (W == weakening::release_to_relaxed) {
+    if (order == mo::release) order = mo::relaxed;
+    if (order == mo::acq_rel) order = mo::acquire;
+  }
+  switch (order) {
+    case mo::relaxed: return rl::mo_relaxed;
+    case mo::consume: return rl::mo_consume;
+    case mo::acquire: return rl::mo_acquire;
+    case mo::release: return rl::mo_release;
+    case mo::acq_rel: return rl::mo_acq_rel;
+    case mo::seq_cst: return rl::mo_seq_cst;
+  }
+  return rl::mo_seq_cst;
+}
+
+inline rl::debug_info where(const std::source_location& location) {
+  return rl::debug_info(location.function_name(), location.file_name(), location.line());
+}
+
+// relacy_atomics is the policy type handed to magpie's lock-free templates.
+template <weakening W>
+struct relacy_atomics {
+  // parking_lot emulates a futex for one 32-bit word with Relacy's mutex and condition
+  // variable, so a waiter nobody wakes shows up as a DEADLOCK in the model.
+  struct parking_lot {
+    rl::mutex mutex;
+    rl::condition_variable sleepers;
+  };
+  struct no_parking {};
+
+  template <class T>
+  class atomic {
+   public:
+    using source = std::source_location;
+    atomic() = default;  // left uninitialised: Relacy flags a read before the first store
+    explicit(false) atomic(T initial) : value_(initial) {}
+
+    T load(std::memory_order order = std::memory_order::seq_cst,
+           source at = source::current()) const {
+      return value_.load(weakened<W>(order, access::load), where(at));
+    }
+    void store(T desired, std::memory_order order = std::memory_order::seq_cst,
+               source at = source::current()) {
+      value_.store(desired, weakened<W>(order, access::store), where(at));
+    }
+    T exchange(T desired, std::memory_order order = std::memory_order::seq_cst,
+               source at = source::current()) {
+      return value_.exchange(desired, weakened<W>(order, access::rmw), where(at));
+    }
+    bool compare_exchange_strong(T& expected, T desired, std::memory_order success,
+                                 std::memory_order failure, source at = source::current()) {
+      return value_.compare_exchange_strong(expected, desired, weakened<W>(success, access::rmw),
+                                            where(at), weakened<W>(failure, access::load),
+                                            where(at));
+    }
+    bool compare_exchange_strong(T& expected, T desired,
+                                 std::memory_order order = std::memory_order::seq_cst,
+                                 source at = source::current()) {
+      return compare_exchange_strong(expected, desired, order, failure_order(order), at);
+    }
+    bool compare_exchange_weak(T& expected, T desired, std::memory_order success,
+                               std::memory_order failure, source at = source::current()) {
+      return value_.compare_exchange_weak(expected, desired, weakened<W>(success, access::rmw),
+                                          where(at), weakened<W>(failure, access::load),
+                                          where(at));
+    }
+    bool compare_exchange_weak(T& expected, T desired,
+                               std::memory_order order = std::memory_order::seq_cst,
+                               source at = source::current()) {
+      return compare_exchange_weak(expected, desired, order, failure_order(order), at);
+    }
+    T fetch_add(T delta, std::memory_order order = std::memory_order::seq_cst,
+                source at = source::current()) {
+      return value_.fetch_add(delta, weakened<W>(order, access::rmw), where(at));
+    }
+    T fetch_sub(T delta, std::memory_order order = std::memory_order::seq_cst,
+                source at = source::current()) {
+      return value_.fetch_sub(delta, weakened<W>(order, access::rmw), where(at));
+    }
+
+   private:
+    static std::memory_order failure_order(std::memory_order order) {
+      if (order == std::memory_order::acq_rel) return std::memory_order::acquire;
+      if (order == std::memory_order::release) return std::memory_order::relaxed;
+      return order;
+    }
+
+    friend struct relacy_atomics;
+    rl::atomic<T> value_;
+    [[no_unique_address]] std::conditional_t<std::is_same_v<T, std::uint32_t>, parking_lot, no_parking> parking_;
+  };
+
+  static void wait(atomic<std::uint32_t>& word, std::uint32_t expected) {
+    auto& lot = word.parking_;
+    lot.mutex.lock($);
+    while (word.value_.load(rl::mo_relaxed, $) == expected) lot.sleepers.wait(lot.mutex, $);
+    lot.mutex.unlock($);
+  }
+  static void wake_one(atomic<std::uint32_t>& word) {
+    auto& lot = word.parking_;
+    lot.mutex.lock($);
+    lot.mutex.unlock($);
+    lot.sleepers.notify_one($);
+  }
+  static void wake_all(atomic<std::uint32_t>& word) {
+    auto& lot = word.parking_;
+    lot.mutex.lock($);
+    lot.mutex.unlock($);
+    lot.sleepers.notify_all($);
+  }
+};
+
+// run_model simulates `Model` and returns the process exit code: 0 when Relacy found no
+// failure. Random exploration first, then a context-bounded systematic search.
+template <class Model>
+int run_model(const char* name, int iterations) {
+  static std::ostringstream progress;  // Relacy's percentage lines; failures still go to stdout
+  rl::test_params random;
+  random.progress_stream = &progress;
+  random.iteration_count = iterations;
+  random.search_type = rl::random_scheduler_type;
+  random.output_history = false;
+  std::printf("%s: random scheduler, %d iterations\n", name, iterations);
+  if (!rl::simulate<Model>(random)) return 1;
+  rl::test_params bounded;
+  bounded.progress_stream = &progress;
+  bounded.search_type = rl::fair_context_bound_scheduler_type;
+  bounded.context_bound = 2;
+  std::printf("%s: context-bound scheduler (bound 2)\n", name);
+  return rl::simulate<Model>(bounded) ? 0 : 1;
+}
+
+}  // namespace magpie::model

@@ -1,0 +1,68 @@
+// Shared helpers for magpie's doctest suites.
+#pragma once
+
+#include <magpie/diagnostics.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace magpie::test {
+
+// stress_repeat is how many times stress cases repeat (env MAGPIE_STRESS_REPEAT, default 1).
+inline int stress_repeat() {
+  const char* text = std::getenv("MAGPIE_STRESS_REPEAT");
+  int repeat = text != nullptr ? std::atoi(text) : 1;
+  return repeat > 0 ? repeat : 1;
+}
+
+// diagnostic_recorder installs a handler that records every report instead of aborting,
+// and restores the previous handler when it goes out of scope. One at a time.
+class diagnostic_recorder {
+ public:
+  diagnostic_recorder() {
+    std::lock_guard lock(state().mutex);
+    state().seen.clear();
+    previous_ = set_diagnostic_handler(&record);
+  }
+  ~diagnostic_recorder() { set_diagnostic_handler(previous_); }
+  diagnostic_recorder(const diagnostic_recorder&) = delete;
+  diagnostic_recorder& operator=(const diagnostic_recorder&) = delete;
+
+  struct entry {
+    diagnostic_kind kind;
+    enum severity severity;
+    std::string message;
+  };
+
+  // reports returns a copy of everything recorded so far.
+  std::vector<entry> reports() const {
+    std::lock_guard lock(state().mutex);
+    return state().seen;
+  }
+
+  // count is the number of reports so far.
+  std::size_t count() const {
+    std::lock_guard lock(state().mutex);
+    return state().seen.size();
+  }
+
+ private:
+  struct shared {
+    std::mutex mutex;
+    std::vector<entry> seen;
+  };
+  static shared& state() {
+    static shared instance;
+    return instance;
+  }
+  static void record(const diagnostic& report) {
+    std::lock_guard lock(state().mutex);
+    state().seen.push_back({report.kind, report.severity, std::string(report.message)});
+  }
+
+  diagnostic_handler previous_;
+};
+
+}  // namespace magpie::test

@@ -1,0 +1,96 @@
+// doctest's main for every suite, plus a watchdog: a test case that runs longer than
+// MAGPIE_TEST_WATCHDOG_S seconds (default 240) is named on stderr and the process aborts,
+// so a hang reads as "which test" rather than as meson's bare time-out.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace {
+
+class watchdog_clock {
+ public:
+  // instance is never destroyed: its thread waits on it until the process exits.
+  static watchdog_clock& instance() {
+    static watchdog_clock* clock = new watchdog_clock();
+    return *clock;
+  }
+
+  void arm(std::string name) {
+    std::lock_guard lock(mutex_);
+    name_ = std::move(name);
+    deadline_ = std::chrono::steady_clock::now() + limit_;
+    armed_ = true;
+    changed_.notify_one();
+  }
+
+  void disarm() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  watchdog_clock() {
+    const char* text = std::getenv("MAGPIE_TEST_WATCHDOG_S");
+    long seconds = text != nullptr ? std::atol(text) : 240;
+    limit_ = std::chrono::seconds(seconds > 0 ? seconds : 240);
+    std::thread([this] { watch(); }).detach();
+  }
+
+  [[noreturn]] void watch() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (!armed_) {
+        changed_.wait(lock);
+      } else if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+                 std::chrono::steady_clock::now() >= deadline_) {
+        std::fprintf(stderr, "\nwatchdog: test case \"%s\" still running after %lld s; aborting\n",
+                     name_.c_str(), static_cast<long long>(limit_.count()));
+        std::fflush(stderr);
+        std::abort();
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::seconds limit_{240};
+  bool armed_ = false;
+};
+
+struct watchdog_listener : doctest::IReporter {
+  explicit watchdog_listener(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData& test) override {
+    watchdog_clock::instance().arm(test.m_name);
+  }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {
+    watchdog_clock::instance().disarm();
+  }
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+
+}  // namespace
+
+REGISTER_LISTENER("watchdog", 1, watchdog_listener);
+
+int main(int argc, char** argv) {
+  doctest::Context context(argc, argv);
+  return context.run();
+}
