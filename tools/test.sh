@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the plain build (debugoptimized, asserts on, Relacy models
+# included), ThreadSanitizer, and AddressSanitizer + UBSan; then installs the plain build
+# into a scratch prefix and builds a CMake and a pkg-config consumer against it.
+#   tools/test.sh                 all three builds
+#   tools/test.sh plain           one of: plain tsan asan
+#   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh test
+
+builds=("$@")
+[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan)
+
+configure() {  # configure <dir> <meson options...>
+  local dir=$1; shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+}
+
+passed=0
+failed=0
+count_results() {  # count_results <build dir>: add meson's per-test results to the totals
+  local counts
+  counts=$(python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+ok = bad = 0
+for line in open(sys.argv[1]):
+    result = json.loads(line)["result"]
+    if result in ("OK", "EXPECTEDFAIL", "SKIP"):
+        ok += 1
+    else:
+        bad += 1
+print(ok, bad)
+PY
+)
+  passed=$((passed + ${counts% *}))
+  failed=$((failed + ${counts#* }))
+}
+
+status=0
+for build in "${builds[@]}"; do
+  dir=build/test-$build
+  case $build in
+    plain) configure "$dir" --buildtype=debugoptimized -Db_sanitize=none -Dmodels=enabled ;;
+    tsan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=thread -Dmodels=disabled \
+            -Dbench=false ;;
+    asan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=address,undefined \
+            -Dcpp_args=-fno-sanitize-recover=all -Dmodels=disabled -Dbench=false ;;
+    *) echo "unknown build '$build' (plain, tsan, asan)" >&2; exit 2 ;;
+  esac
+  echo "=== $build: build"
+  meson compile -C "$dir"
+  echo "=== $build: test"
+  meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
+  count_results "$dir"
+
+  if [ "$build" = plain ]; then
+    echo "=== plain: install and build consumers with find_package and pkg-config"
+    if tools/install-check.sh "$dir"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+  fi
+done
+
+echo "summary: $passed passed, $failed failed"
+exit $status
