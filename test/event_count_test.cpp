@@ -19,13 +19,17 @@ struct tickets {
   std::atomic<int> available{0};
 
   bool take() {
-    int seen = available.load(std::memory_order_seq_cst);  // seq_cst: the waiter's re-check in the Dekker pair
+    // acquire: pairs with give()'s release; the event count's fences carry the Dekker part
+    int seen = available.load(std::memory_order_acquire);
     while (seen > 0) {
-      if (available.compare_exchange_weak(seen, seen - 1, std::memory_order_seq_cst)) return true;
+      if (available.compare_exchange_weak(seen, seen - 1, std::memory_order_acq_rel,  // acq_rel: as above
+                                          std::memory_order_acquire)) {  // acquire: as above
+        return true;
+      }
     }
     return false;
   }
-  void give(int count = 1) { available.fetch_add(count, std::memory_order_seq_cst); }  // seq_cst: the publication notify relies on
+  void give(int count = 1) { available.fetch_add(count, std::memory_order_release); }  // release: pairs with take()'s acquire
 };
 
 // park_until_ticket is the waiter side of the protocol, exactly as a worker uses it.
@@ -128,7 +132,7 @@ TEST_CASE("event_count: notify_all releases every armed waiter") {
     threads.emplace_back([&] {
       for (;;) {
         auto key = events.prepare_wait();
-        if (go.load(std::memory_order_seq_cst)) {  // seq_cst: the re-check in the Dekker pair
+        if (go.load(std::memory_order_acquire)) {  // acquire: pairs with the release store of go
           events.cancel_wait();
           break;
         }
@@ -138,7 +142,7 @@ TEST_CASE("event_count: notify_all releases every armed waiter") {
     });
   }
   while (events.waiters() < 6) std::this_thread::yield();
-  go.store(true, std::memory_order_seq_cst);  // seq_cst: the publication notify relies on
+  go.store(true, std::memory_order_release);  // release: the event count's fences do the Dekker part
   events.notify_all();
   wait_until(released, 6);
   for (auto& thread : threads) thread.join();

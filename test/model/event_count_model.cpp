@@ -3,9 +3,13 @@
 // after each. A lost wake-up leaves a waiter asleep forever, which Relacy reports as a
 // DEADLOCK.
 //
-// Mutant (run with --mutant=seq_cst_to_acq_rel, must fail): with the waiter count and the
-// ticket counter only acquire/release, the producer can miss the waiter's announcement
-// while the waiter misses the ticket (store buffering) — the lost wake-up.
+// The tickets themselves are published and claimed with acquire/release only: the event
+// count's own fences must carry the Dekker ordering, as they do for the scheduler, whose
+// deque pushes are release stores.
+//
+// Mutant (run with --mutant=seq_cst_to_acq_rel, must fail): with the fences weakened to
+// acq_rel, the producer can miss the waiter's announcement while the waiter misses the
+// ticket (store buffering) — the lost wake-up.
 #include <magpie/detail/event_count.h>
 
 #include "relacy_atomics.h"
@@ -19,9 +23,12 @@ struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
   typename atomics::template atomic<int> tickets{0};
 
   bool take_ticket() {
-    int seen = tickets.load(std::memory_order::seq_cst);
+    int seen = tickets.load(std::memory_order::acquire);
     while (seen > 0) {
-      if (tickets.compare_exchange_weak(seen, seen - 1, std::memory_order::seq_cst)) return true;
+      if (tickets.compare_exchange_weak(seen, seen - 1, std::memory_order::acq_rel,
+                                        std::memory_order::acquire)) {
+        return true;
+      }
     }
     return false;
   }
@@ -29,7 +36,7 @@ struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
   void thread(unsigned index) {
     if (index == 0) {
       for (int i = 0; i < 2; ++i) {
-        tickets.fetch_add(1, std::memory_order::seq_cst);
+        tickets.fetch_add(1, std::memory_order::release);
         events.notify_one();
       }
       return;

@@ -143,6 +143,9 @@ struct relacy_atomics {
     while (word.value_.load(rl::mo_relaxed, $) == expected) lot.sleepers.wait(lot.mutex, $);
     lot.mutex.unlock($);
   }
+  static void fence_seq_cst() {
+    rl::atomic_thread_fence(weakened<W>(std::memory_order::seq_cst, access::rmw), $);
+  }
   static void wake_one(atomic<std::uint32_t>& word) {
     auto& lot = word.parking_;
     lot.mutex.lock($);

@@ -30,6 +30,19 @@ struct std_atomics {
 
   // wake_all wakes every thread blocked in `wait` on `word`.
   static void wake_all(std::atomic<std::uint32_t>& word) noexcept;
+
+  // fence_seq_cst is the one full fence magpie uses: the Dekker barrier between
+  // publishing work and checking for sleepers (event_count). Under ThreadSanitizer, which
+  // neither models fences nor lets GCC compile them with -Werror, it is a seq_cst
+  // read-modify-write on a shared word instead.
+  static void fence_seq_cst() noexcept {
+#if defined(__SANITIZE_THREAD__)
+    static std::atomic<std::uint32_t> tsan_fence_word{0};
+    tsan_fence_word.fetch_add(0, std::memory_order_seq_cst);
+#else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+  }
 };
 
 // cpu_relax is the spin-loop hint (x86 `pause`); it lets a sibling hyper-thread run.

@@ -8,13 +8,13 @@
 //   if (work_available()) { events.cancel_wait(); return; }   // re-check after announcing
 //   events.commit_wait(key);                                  // sleeps unless notified since
 //
-//   publish_work();          // must be a seq_cst operation (or followed by one)
-//   events.notify_one();     // one seq_cst load when nobody waits
+//   publish_work();          // any store that makes the work visible (release is enough)
+//   events.notify_one();     // one fence and one load when nobody waits
 //
-// Why no wake-up is lost: prepare_wait's seq_cst increment of the waiter count and the
-// notifier's seq_cst load of it are ordered in one total order with the work publication
-// and the waiter's re-check (Dekker): either the notifier sees the waiter, bumps the
-// epoch and wakes it, or the waiter's re-check sees the work. The futex word — the epoch
+// Why no wake-up is lost: the waiter increments the waiter count and then passes a
+// seq_cst fence before re-checking; the notifier publishes, passes a seq_cst fence, then
+// loads the count (Dekker with fences on both sides): either the notifier sees the waiter,
+// bumps the epoch and wakes it, or the waiter's re-check sees the work. The futex word — the epoch
 // — lives in the event count, never on a waiter's stack (RELIABILITY.md §3.4), so a
 // notifier may touch it after the waiter has left. test/model/event_count_model.cpp
 // model-checks this under Relacy, with a weakened mutant that must lose a wake-up.
@@ -40,8 +40,13 @@ class event_count {
   // prepare_wait announces the calling thread as a waiter. Re-check the condition after
   // it, then call commit_wait or cancel_wait exactly once.
   key prepare_wait() noexcept {
-    waiters_.fetch_add(1, std::memory_order_seq_cst);  // seq_cst: Dekker with notify's load of the count
-    return epoch_.load(std::memory_order_seq_cst);
+    waiters_.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the fence below
+    // Dekker with notify(): the increment above is globally visible before the caller's
+    // re-check of its condition, and before we read the epoch.
+    Atomics::fence_seq_cst();
+    // acquire: pairs with notify's release increment — a key that already counts a notify
+    // must also show that notify's work to the re-check, or commit_wait would sleep past it
+    return epoch_.load(std::memory_order_acquire);
   }
 
   // cancel_wait withdraws an announcement whose re-check found work.
@@ -51,7 +56,8 @@ class event_count {
 
   // commit_wait sleeps until some notify happens after the matching prepare_wait.
   void commit_wait(key announced) noexcept {
-    while (epoch_.load(std::memory_order_seq_cst) == announced) Atomics::wait(epoch_, announced);
+    // acquire: pairs with notify's release increment of the epoch
+    while (epoch_.load(std::memory_order_acquire) == announced) Atomics::wait(epoch_, announced);
     waiters_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: as in cancel_wait
   }
 
@@ -59,11 +65,11 @@ class event_count {
   bool commit_wait_for(key announced, std::chrono::nanoseconds timeout) noexcept {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     bool notified = true;
-    while (epoch_.load(std::memory_order_seq_cst) == announced) {
+    while (epoch_.load(std::memory_order_acquire) == announced) {  // acquire: as in commit_wait
       auto left = deadline - std::chrono::steady_clock::now();
       if (left <= std::chrono::nanoseconds::zero() ||
           !Atomics::wait_for(epoch_, announced, std::chrono::nanoseconds(left).count())) {
-        notified = epoch_.load(std::memory_order_seq_cst) != announced;
+        notified = epoch_.load(std::memory_order_acquire) != announced;  // acquire: as in commit_wait
         break;
       }
     }
@@ -71,12 +77,14 @@ class event_count {
     return notified;
   }
 
-  // notify_one wakes at least one waiter if any has announced itself. Waiters that
-  // announced but have not gone to sleep yet also return (spuriously).
-  void notify_one() noexcept { notify(false); }
+  // notify_one wakes at least one waiter if any has announced itself, and says whether
+  // there was one. Waiters that announced but have not gone to sleep yet also return
+  // (spuriously).
+  bool notify_one() noexcept { return notify(false); }
 
-  // notify_all wakes every waiter that announced itself before this call.
-  void notify_all() noexcept { notify(true); }
+  // notify_all wakes every waiter that announced itself before this call, and says
+  // whether there was one.
+  bool notify_all() noexcept { return notify(true); }
 
   // waiters is the number of threads between prepare_wait and the end of their wait.
   std::uint32_t waiters() const noexcept {
@@ -84,16 +92,19 @@ class event_count {
   }
 
  private:
-  void notify(bool everyone) noexcept {
-    // seq_cst: Dekker with prepare_wait's increment; the caller's publication of work
-    // precedes this load in the single total order.
-    if (waiters_.load(std::memory_order_seq_cst) == 0) return;
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
+  bool notify(bool everyone) noexcept {
+    // Dekker with prepare_wait(): the caller's publication of work is globally visible
+    // before we read the waiter count.
+    Atomics::fence_seq_cst();
+    if (waiters_.load(std::memory_order_relaxed) == 0) return false;  // relaxed: ordered by the fence above
+    // release: a waiter that reads the new epoch (after its fence) also sees the work
+    epoch_.fetch_add(1, std::memory_order_release);
     if (everyone) {
       Atomics::wake_all(epoch_);
     } else {
       Atomics::wake_one(epoch_);
     }
+    return true;
   }
 
   alignas(cache_line) atomic<std::uint32_t> waiters_{0};
