@@ -26,17 +26,18 @@ void prepare_then_cancel(benchmark::State& state) {
 }
 BENCHMARK(prepare_then_cancel);
 
-// Ping-pong: the benchmark thread posts a ticket and wakes a parked partner, which posts
-// one back. The time is one round trip: two parks and two wakes.
+// Ping-pong: the benchmark thread hands the turn to a parked partner and parks until the
+// partner hands it back. The time is one round trip: two parks and two wakes.
 void park_wake_round_trip(benchmark::State& state) {
+  enum turn : int { partners_turn, mains_turn, stop };
   event_count<> to_partner;
   event_count<> to_main;
-  std::atomic<int> ball{0};  // 1: the partner's turn, 2: main's turn, 3: stop
-  auto wait_for = [&](event_count<>& events, int turn) {
+  std::atomic<int> ball{mains_turn};
+  auto wait_until = [&](event_count<>& events, auto ready) {
     for (;;) {
-      if (ball.load(std::memory_order_seq_cst) >= turn) return;  // seq_cst: re-check in the Dekker pair
+      if (ready(ball.load(std::memory_order_acquire))) return;  // acquire: pairs with the hand-over stores
       auto key = events.prepare_wait();
-      if (ball.load(std::memory_order_seq_cst) >= turn) {  // seq_cst: as above
+      if (ready(ball.load(std::memory_order_acquire))) {  // acquire: as above
         events.cancel_wait();
         return;
       }
@@ -45,18 +46,18 @@ void park_wake_round_trip(benchmark::State& state) {
   };
   std::thread partner([&] {
     for (;;) {
-      wait_for(to_partner, 1);
-      int expected = 1;
-      if (!ball.compare_exchange_strong(expected, 2)) return;  // 3: told to stop
+      wait_until(to_partner, [](int b) { return b != mains_turn; });
+      if (ball.load(std::memory_order_acquire) == stop) return;  // acquire: as above
+      ball.store(mains_turn, std::memory_order_release);  // release: hands the turn back
       to_main.notify_one();
     }
   });
   for (auto _ : state) {
-    ball.store(1);
+    ball.store(partners_turn, std::memory_order_release);  // release: hands the turn over
     to_partner.notify_one();
-    wait_for(to_main, 2);
+    wait_until(to_main, [](int b) { return b == mains_turn; });
   }
-  ball.store(3);
+  ball.store(stop, std::memory_order_release);  // release: tells the partner to leave
   to_partner.notify_one();
   partner.join();
 }
