@@ -4,3 +4,4 @@
 
 #include <magpie/config.h>
 #include <magpie/diagnostics.h>
+#include <magpie/scheduler.h>

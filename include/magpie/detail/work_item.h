@@ -1,0 +1,29 @@
+// Layer 2 — the unit the scheduler queues.
+//
+// The scheduler runs `work_item`s and knows nothing else about them: the task model
+// (layer 3) derives its tasks from this struct. A work item is handed to the scheduler
+// once per scheduling and comes back through its handler exactly once — to run, or, when
+// the scheduler shuts down with the item stranded (e.g. in the queue of a named thread
+// that no longer processes it), to be discarded without running.
+#pragma once
+
+#include <cstdint>
+
+namespace magpie::detail {
+
+// work_action tells a work item's handler what the scheduler wants.
+enum class work_action : std::uint8_t {
+  run,      // execute the work now, on this thread
+  discard,  // the work can never run: release it without running
+};
+
+// work_item is an intrusive header: derive from it and set `handler`.
+struct work_item {
+  // handler runs or discards `self`; it must not throw.
+  using handler_fn = void (*)(work_item* self, work_action action) noexcept;
+
+  handler_fn handler = nullptr;
+  const char* name = "";  // for diagnostics; must outlive the item
+};
+
+}  // namespace magpie::detail

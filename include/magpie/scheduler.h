@@ -1,0 +1,198 @@
+// Layer 2 — the scheduler: worker threads, injection queues, priorities, parking,
+// standby workers, named threads and shutdown.
+//
+//   magpie::scheduler pool({.workers = 4, .background_workers = 1});
+//   pool.schedule(item, magpie::priority::normal);    // any thread
+//
+//   pool.attach(magpie::named_thread::game);          // on the game thread
+//   pool.schedule(item, magpie::named_thread::game);  // from anywhere: runs on the game thread
+//   pool.process_until_idle(magpie::named_thread::game);
+//
+// Work arrives as `detail::work_item`s; the task model (layer 3) is the friendly way in.
+// A worker pushes normal-priority work onto its own Chase-Lev deque (LIFO for itself,
+// stolen FIFO by the others); every other launch goes through a per-priority injection
+// queue. Idle workers spin briefly, then park on an event count; a launch that finds
+// nobody parked costs one fence and one load. See docs/scheduler.md.
+#pragma once
+
+#include <magpie/detail/work_item.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace magpie {
+
+// priority orders work: a dequeue point always takes higher priorities first. Background
+// priorities run only on background workers (and threads that help while waiting).
+enum class priority : std::uint8_t { high, normal, background_high, background_normal, background_low };
+
+// priority_count is the number of priorities.
+inline constexpr std::size_t priority_count = 5;
+
+// is_background says whether `p` is one of the three background priorities.
+constexpr bool is_background(priority p) noexcept { return p >= priority::background_high; }
+
+// worker_kind says which priorities a worker takes: foreground workers take high and
+// normal work; background workers take all five, high first.
+enum class worker_kind : std::uint8_t { foreground, background };
+
+// worker_info describes a worker thread to the start and exit hooks.
+struct worker_info {
+  unsigned index;      // 0-based within its kind; standby workers are numbered apart
+  worker_kind kind;
+  bool standby;        // a standby worker covering for a blocked one
+};
+
+// default_worker_count is hardware threads − 1 (the caller being the main thread), at least 1.
+unsigned default_worker_count() noexcept;
+
+// scheduler_options configures a scheduler.
+struct scheduler_options {
+  unsigned workers = default_worker_count();  // foreground workers; 0 = work runs on waiting threads
+  unsigned background_workers = 1;            // workers that also take background work
+  std::optional<unsigned> max_standby_workers;  // cap per kind; default: that kind's pool size (UE: 2× the pool)
+  unsigned spin_rounds = 64;                  // failed scans before an idle worker parks
+  std::function<void(const worker_info&)> on_worker_start;  // run on each worker thread first (names, affinity, profilers)
+  std::function<void(const worker_info&)> on_worker_exit;   // run on each worker thread last
+};
+
+// named_thread identifies a thread the user owns that drains its own queues: the four
+// engine threads, or user-defined ones (`named_thread::user(n)`).
+class named_thread {
+ public:
+  // max_count is how many named threads one scheduler serves (4 engine + 12 user).
+  static constexpr std::uint32_t max_count = 16;
+
+  static const named_thread game;
+  static const named_thread render;
+  static const named_thread rhi;
+  static const named_thread audio;
+
+  // user is the n-th user-defined named thread (n < 12).
+  static constexpr named_thread user(std::uint32_t n) noexcept { return named_thread(4 + n); }
+
+  constexpr explicit named_thread(std::uint32_t index) noexcept : index_(index) {}
+  constexpr std::uint32_t index() const noexcept { return index_; }
+  friend constexpr bool operator==(named_thread, named_thread) = default;
+
+ private:
+  std::uint32_t index_;
+};
+
+inline constexpr named_thread named_thread::game{0};
+inline constexpr named_thread named_thread::render{1};
+inline constexpr named_thread named_thread::rhi{2};
+inline constexpr named_thread named_thread::audio{3};
+
+// thread_queue picks one of a named thread's two queues: `main`, or `local` — work only
+// that thread may pick up, e.g. while it waits without running arbitrary main-queue work.
+enum class thread_queue : std::uint8_t { main, local };
+
+// scheduler_counters is a snapshot for tests and tracing.
+struct scheduler_counters {
+  std::uint64_t executed;   // work items run by workers
+  std::uint64_t stolen;     // of those, taken from another worker's deque
+  unsigned parked_workers;  // workers (standby included) asleep right now
+  unsigned standby_workers; // standby threads created so far
+  unsigned blocked_workers; // workers inside a blocking_scope right now
+};
+
+// scheduler owns worker threads and the queues they drain. Several may live in one
+// process; `default_scheduler()` is the lazily created shared one.
+class scheduler {
+ public:
+  // scheduler starts the workers.
+  explicit scheduler(scheduler_options options = {});
+
+  // ~scheduler calls shutdown().
+  ~scheduler();
+
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  // shutdown stops accepting work from outside (a launch from a thread that is not running
+  // this scheduler's work is reported and discarded), lets running work launch more, runs
+  // everything launched, reports by name and discards work stranded in named-thread
+  // queues, and joins the workers. Idempotent.
+  void shutdown();
+
+  // worker_count is the number of foreground workers.
+  unsigned worker_count() const noexcept;
+
+  // background_worker_count is the number of background workers.
+  unsigned background_worker_count() const noexcept;
+
+  // counters takes a snapshot of the scheduler's counters.
+  scheduler_counters counters() const noexcept;
+
+  // schedule queues `item` at priority `p`. From this scheduler's worker, normal work goes
+  // to that worker's deque; everything else to the injection queue of its priority.
+  void schedule(detail::work_item* item, priority p = priority::normal);
+
+  // schedule queues `item` on a named thread's queue (FIFO per producer; high first).
+  void schedule(detail::work_item* item, named_thread thread,
+                thread_queue queue = thread_queue::main, bool high_priority = false);
+
+  // try_run_one runs one queued item on the calling thread, if it finds one: how waiting
+  // threads help, and how work runs at all with zero workers. Returns whether it ran one.
+  bool try_run_one();
+
+  // attach registers the calling thread as `thread` for this scheduler.
+  void attach(named_thread thread);
+
+  // detach undoes attach for the calling thread.
+  void detach();
+
+  // process_until_idle runs `thread`'s queue until it is empty and returns how many items
+  // ran. Only on that thread; re-entering a queue already being processed is reported.
+  std::size_t process_until_idle(named_thread thread, thread_queue queue = thread_queue::main);
+
+  // process_until_request_return runs `thread`'s queue, sleeping when it is empty, until
+  // request_return is called for it. Same rules as process_until_idle.
+  void process_until_request_return(named_thread thread, thread_queue queue = thread_queue::main);
+
+  // request_return makes process_until_request_return on `thread` return once it has run
+  // what is queued. Any thread.
+  void request_return(named_thread thread, thread_queue queue = thread_queue::main);
+
+  // is_processing says whether `thread` is inside a process_* call for `queue`.
+  bool is_processing(named_thread thread, thread_queue queue = thread_queue::main) const noexcept;
+
+  // current is the scheduler the calling thread works for (as a worker, while running its
+  // work, or attached as a named thread), or nullptr.
+  static scheduler* current() noexcept;
+
+  // current_named_thread is the named thread the calling thread is attached as, if any.
+  static std::optional<named_thread> current_named_thread() noexcept;
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+// blocking_scope brackets a blocking call made on a worker thread: while it lives, a
+// standby worker takes the blocked worker's place (up to the cap, whose reaching is
+// reported). Elsewhere it does nothing.
+//
+//   { magpie::blocking_scope blocked; event.wait(); }
+class blocking_scope {
+ public:
+  blocking_scope();
+  ~blocking_scope();
+  blocking_scope(const blocking_scope&) = delete;
+  blocking_scope& operator=(const blocking_scope&) = delete;
+
+ private:
+  void* pool_;
+};
+
+// default_scheduler is the process-wide scheduler, created with default options on first
+// use and never destroyed (its workers are parked when idle and end with the process).
+scheduler& default_scheduler();
+
+}  // namespace magpie

@@ -1,0 +1,187 @@
+// Named threads: user-owned threads (game, render, …) that drain their own FIFO queues.
+#include "scheduler_impl.h"
+
+#include <magpie/diagnostics.h>
+
+#include <string>
+
+namespace magpie {
+
+namespace {
+
+std::string thread_name(std::uint32_t index) {
+  switch (index) {
+    case 0: return "game";
+    case 1: return "render";
+    case 2: return "rhi";
+    case 3: return "audio";
+    default: return "user " + std::to_string(index - 4);
+  }
+}
+
+std::string queue_name(std::uint32_t index, thread_queue queue) {
+  return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
+}
+
+bool valid(named_thread thread) {
+  if (thread.index() < named_thread::max_count) return true;
+  report(diagnostic_kind::misuse, "scheduler: named thread index " + std::to_string(thread.index()) +
+                                      " is out of range (max " + std::to_string(named_thread::max_count) + ")");
+  return false;
+}
+
+work_item* pop_next(named_queue& queue) {
+  if (work_item* item = queue.high.try_pop()) return item;
+  return queue.normal.try_pop();
+}
+
+// process_guard claims a named queue for processing on the calling thread, or reports why
+// it cannot: the thread is not attached as that named thread, or it is already
+// processing that queue (re-entry).
+class process_guard {
+ public:
+  process_guard(scheduler::impl& owner, named_thread thread, thread_queue queue, const char* operation)
+      : queue_(owner.named[thread.index()].queues[static_cast<std::size_t>(queue)]) {
+    const thread_context& context = this_thread_context();
+    if (context.owner != &owner || context.named != static_cast<int>(thread.index())) {
+      report(diagnostic_kind::misuse, std::string("scheduler: ") + operation + "(" + thread_name(thread.index()) +
+                                          ") called on a thread not attached as that named thread");
+      return;
+    }
+    if (queue_.processing.exchange(true, std::memory_order_acquire)) {  // acquire: pairs with the release in the destructor
+      report(diagnostic_kind::misuse, std::string("scheduler: ") + operation + " re-entered " +
+                                          queue_name(thread.index(), queue) + ", which is already being processed");
+      return;
+    }
+    claimed_ = true;
+  }
+  ~process_guard() {
+    if (claimed_) queue_.processing.store(false, std::memory_order_release);  // release: pairs with the acquire above
+  }
+  process_guard(const process_guard&) = delete;
+  process_guard& operator=(const process_guard&) = delete;
+
+  bool claimed() const { return claimed_; }
+
+ private:
+  named_queue& queue_;
+  bool claimed_ = false;
+};
+
+}  // namespace
+
+void scheduler::schedule(detail::work_item* item, named_thread thread, thread_queue queue, bool high_priority) {
+  if (!valid(thread) || !impl_->accepts_from_this_thread()) {
+    if (thread.index() < named_thread::max_count) {
+      report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
+                                          "' sent to a named thread after shutdown began; discarded");
+    }
+    item->handler(item, detail::work_action::discard);
+    return;
+  }
+  named_thread_state& state = impl_->named[thread.index()];
+  named_queue& target = state.queues[static_cast<std::size_t>(queue)];
+  (high_priority ? target.high : target.normal).push(item);
+  state.wake.notify_one();
+}
+
+void scheduler::attach(named_thread thread) {
+  if (!valid(thread)) return;
+  thread_context& context = this_thread_context();
+  if (context.self != nullptr) {
+    report(diagnostic_kind::misuse, "scheduler: a worker thread cannot attach as named thread " +
+                                        thread_name(thread.index()));
+    return;
+  }
+  if (context.named >= 0) {
+    report(diagnostic_kind::misuse, "scheduler: this thread is already attached as " +
+                                        thread_name(static_cast<std::uint32_t>(context.named)));
+    return;
+  }
+  if (impl_->named[thread.index()].attached.exchange(true, std::memory_order_acq_rel)) {  // acq_rel: one owner at a time
+    report(diagnostic_kind::misuse, "scheduler: named thread " + thread_name(thread.index()) +
+                                        " is already attached to another thread");
+    return;
+  }
+  context.owner = impl_.get();
+  context.facade = this;
+  context.named = static_cast<int>(thread.index());
+}
+
+void scheduler::detach() {
+  thread_context& context = this_thread_context();
+  if (context.owner != impl_.get() || context.named < 0) return;
+  impl_->named[static_cast<std::size_t>(context.named)].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
+  context.named = -1;
+  if (context.running == 0) {
+    context.owner = nullptr;
+    context.facade = nullptr;
+  }
+}
+
+std::size_t scheduler::process_until_idle(named_thread thread, thread_queue queue) {
+  if (!valid(thread)) return 0;
+  process_guard guard(*impl_, thread, queue, "process_until_idle");
+  if (!guard.claimed()) return 0;
+  named_queue& source = impl_->named[thread.index()].queues[static_cast<std::size_t>(queue)];
+  std::size_t processed = 0;
+  while (work_item* item = pop_next(source)) {
+    impl_->execute(item, nullptr);
+    ++processed;
+  }
+  return processed;
+}
+
+void scheduler::process_until_request_return(named_thread thread, thread_queue queue) {
+  if (!valid(thread)) return;
+  process_guard guard(*impl_, thread, queue, "process_until_request_return");
+  if (!guard.claimed()) return;
+  named_thread_state& state = impl_->named[thread.index()];
+  named_queue& source = state.queues[static_cast<std::size_t>(queue)];
+  for (;;) {
+    while (work_item* item = pop_next(source)) impl_->execute(item, nullptr);
+    if (source.return_requested.exchange(false, std::memory_order_acq_rel)) return;  // acq_rel: sees what the requester did first
+    auto key = state.wake.prepare_wait();
+    if (!source.high.looks_empty() || !source.normal.looks_empty() ||
+        source.return_requested.load(std::memory_order_relaxed)) {  // relaxed: ordered by the event count's fence
+      state.wake.cancel_wait();
+      continue;
+    }
+    state.wake.commit_wait(key);
+  }
+}
+
+void scheduler::request_return(named_thread thread, thread_queue queue) {
+  if (!valid(thread)) return;
+  named_thread_state& state = impl_->named[thread.index()];
+  // release: pairs with the acq_rel exchange in process_until_request_return
+  state.queues[static_cast<std::size_t>(queue)].return_requested.store(true, std::memory_order_release);
+  state.wake.notify_all();
+}
+
+bool scheduler::is_processing(named_thread thread, thread_queue queue) const noexcept {
+  if (thread.index() >= named_thread::max_count) return false;
+  return impl_->named[thread.index()].queues[static_cast<std::size_t>(queue)].processing.load(
+      std::memory_order_acquire);  // acquire: pairs with process_guard's release
+}
+
+std::optional<named_thread> scheduler::current_named_thread() noexcept {
+  int index = this_thread_context().named;
+  if (index < 0) return std::nullopt;
+  return named_thread(static_cast<std::uint32_t>(index));
+}
+
+void scheduler::impl::discard_stranded_named_work() {
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
+      named_queue& source = named[index].queues[static_cast<std::size_t>(queue)];
+      while (work_item* item = pop_next(source)) {
+        report(diagnostic_kind::never_ran, std::string("scheduler: '") + item->name + "' queued on " +
+                                               queue_name(index, queue) + " never ran: the scheduler shut down");
+        item->handler(item, detail::work_action::discard);
+      }
+    }
+  }
+}
+
+}  // namespace magpie

@@ -1,0 +1,382 @@
+// The scheduler's workers: finding work, parking, standby workers, shutdown.
+// Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
+#include "scheduler_impl.h"
+
+#include <magpie/diagnostics.h>
+
+#include <string>
+
+namespace magpie {
+
+namespace {
+
+constexpr std::uint64_t parked_mask = 0xffff'ffffu;
+constexpr std::uint64_t one_transition = std::uint64_t{1} << 32;
+
+std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+constexpr std::size_t index_of(priority p) noexcept { return static_cast<std::size_t>(p); }
+constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std::size_t>(k); }
+
+}  // namespace
+
+thread_context& this_thread_context() noexcept {
+  thread_local thread_context context;
+  return context;
+}
+
+unsigned default_worker_count() noexcept {
+  unsigned hardware = std::thread::hardware_concurrency();
+  return hardware > 1 ? hardware - 1 : 1;
+}
+
+scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
+    : facade(owner), options(std::move(chosen)), foreground_count(options.workers) {
+  unsigned total = options.workers + options.background_workers;
+  workers.reserve(total);
+  for (unsigned i = 0; i < total; ++i) {
+    auto fresh = std::make_unique<worker>();
+    fresh->kind = i < foreground_count ? worker_kind::foreground : worker_kind::background;
+    fresh->index = i < foreground_count ? i : i - foreground_count;
+    fresh->random_state = 0x9E37'79B9'7F4A'7C15ull * (i + 1);
+    workers.push_back(std::move(fresh));
+  }
+  for (worker_kind kind : {worker_kind::foreground, worker_kind::background}) {
+    standby_pool& pool = standby[index_of(kind)];
+    pool.kind = kind;
+    pool.owner = this;
+    unsigned pool_size = kind == worker_kind::foreground ? options.workers : options.background_workers;
+    pool.cap = options.max_standby_workers.value_or(pool_size);
+  }
+}
+
+void scheduler::impl::start() {
+  for (auto& each : workers) {
+    worker* raw = each.get();
+    raw->thread = std::thread([this, raw] { run_worker(*raw); });
+  }
+}
+
+bool scheduler::impl::accepts_from_this_thread() const {
+  if (accepting.load(std::memory_order_acquire)) return true;  // acquire: pairs with shutdown's store
+  const thread_context& context = this_thread_context();
+  return context.owner == this && (context.self != nullptr || context.running > 0);
+}
+
+void scheduler::impl::schedule(work_item* item, priority p) {
+  if (!accepts_from_this_thread()) {
+    report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
+                                        "' launched from outside after shutdown began; discarded");
+    item->handler(item, detail::work_action::discard);
+    return;
+  }
+  const thread_context& context = this_thread_context();
+  worker* self = context.owner == this ? context.self : nullptr;
+  if (p == priority::normal && self != nullptr && !self->standby) {
+    self->deque.push(item);
+  } else {
+    injection[index_of(p)].push(item);
+  }
+  wake_for(p);
+}
+
+void scheduler::impl::wake_for(priority p) {
+  if (is_background(p)) {
+    background_wake.notify_one();
+  } else if (!foreground_wake.notify_one() && foreground_count == 0) {
+    background_wake.notify_one();  // no foreground pool: background workers take its work
+  }
+}
+
+work_item* scheduler::impl::steal(worker* thief) {
+  std::size_t count = workers.size();
+  if (count == 0) return nullptr;
+  thread_local std::uint64_t helper_random = 0x2545'F491'4F6C'DD1Dull;
+  std::size_t start = next_random(thief != nullptr ? thief->random_state : helper_random) % count;
+  for (std::size_t i = 0; i < count; ++i) {
+    worker& victim = *workers[(start + i) % count];
+    if (&victim == thief) continue;
+    if (auto item = victim.deque.steal()) {
+      if (thief != nullptr) thief->count(thief->stolen);
+      return *item;
+    }
+  }
+  return nullptr;
+}
+
+work_item* scheduler::impl::find_work(worker* self) {
+  if (work_item* item = injection[index_of(priority::high)].try_pop()) return item;
+  if (!self->standby) {
+    if (auto own = self->deque.pop()) return *own;
+  }
+  if (work_item* item = injection[index_of(priority::normal)].try_pop()) return item;
+  if (work_item* item = steal(self)) return item;
+  if (self->kind == worker_kind::background) {
+    for (priority p : {priority::background_high, priority::background_normal, priority::background_low}) {
+      if (work_item* item = injection[index_of(p)].try_pop()) return item;
+    }
+  }
+  return nullptr;
+}
+
+work_item* scheduler::impl::find_work_as_helper() {
+  for (priority p : {priority::high, priority::normal}) {
+    if (work_item* item = injection[index_of(p)].try_pop()) return item;
+  }
+  if (work_item* item = steal(nullptr)) return item;
+  for (priority p : {priority::background_high, priority::background_normal, priority::background_low}) {
+    if (work_item* item = injection[index_of(p)].try_pop()) return item;
+  }
+  return nullptr;
+}
+
+void scheduler::impl::execute(work_item* item, worker* self) {
+  if (self != nullptr) {  // a worker's context already names this scheduler
+    item->handler(item, detail::work_action::run);
+    self->count(self->executed);
+    return;
+  }
+  thread_context& context = this_thread_context();
+  impl* outer_scheduler = context.owner;
+  scheduler* outer_facade = context.facade;
+  context.owner = this;
+  context.facade = &facade;
+  ++context.running;
+  item->handler(item, detail::work_action::run);
+  --context.running;
+  context.owner = outer_scheduler;
+  context.facade = outer_facade;
+}
+
+void scheduler::impl::park_state_change(std::int64_t parked_delta) {
+  // acq_rel: a parking worker publishes everything it did (pushes included) to shutdown's
+  // acquire loads in quiescent(); an unparking one sees what the waker published.
+  parked.fetch_add(parked_delta > 0 ? one_transition + 1 : one_transition - 1, std::memory_order_acq_rel);
+  if (parked_delta > 0) parking_news.notify_all();
+}
+
+bool scheduler::impl::wanted_standby(const worker& self) const {
+  // relaxed: read after the standby event count's fence, which orders it against enter_blocking
+  return standby[index_of(self.kind)].blocked.load(std::memory_order_relaxed) > self.rank;
+}
+
+void scheduler::impl::run_worker(worker& self) {
+  thread_context& context = this_thread_context();
+  context.owner = this;
+  context.facade = &facade;
+  context.self = &self;
+  worker_info info{self.index, self.kind, self.standby};
+  if (options.on_worker_start) options.on_worker_start(info);
+
+  detail::event_count<>& wake = self.kind == worker_kind::foreground ? foreground_wake : background_wake;
+  for (;;) {
+    if (self.standby && !wanted_standby(self)) {
+      detail::event_count<>& standby_wake = standby[index_of(self.kind)].wake;
+      auto key = standby_wake.prepare_wait();
+      if (stopping.load(std::memory_order_acquire)) {  // acquire: pairs with shutdown's release
+        standby_wake.cancel_wait();
+        break;
+      }
+      if (wanted_standby(self)) {
+        standby_wake.cancel_wait();
+        continue;
+      }
+      park_state_change(+1);
+      standby_wake.commit_wait(key);
+      park_state_change(-1);
+      continue;
+    }
+
+    work_item* item = find_work(&self);
+    for (unsigned round = 0; item == nullptr && round < options.spin_rounds; ++round) {
+      for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
+      item = find_work(&self);
+    }
+    if (item != nullptr) {
+      execute(item, &self);
+      continue;
+    }
+
+    auto key = wake.prepare_wait();
+    if ((item = find_work(&self)) != nullptr) {
+      wake.cancel_wait();
+      execute(item, &self);
+      continue;
+    }
+    if (stopping.load(std::memory_order_acquire)) {  // acquire: pairs with shutdown's release
+      wake.cancel_wait();
+      break;
+    }
+    park_state_change(+1);
+    wake.commit_wait(key);
+    park_state_change(-1);
+  }
+
+  if (options.on_worker_exit) options.on_worker_exit(info);
+  context = thread_context{};
+}
+
+void scheduler::impl::start_standby(standby_pool& pool) {
+  auto fresh = std::make_unique<worker>();
+  fresh->standby = true;
+  fresh->kind = pool.kind;
+  fresh->rank = pool.created.load(std::memory_order_relaxed);  // relaxed: written only under pool.creation
+  fresh->index = fresh->rank;
+  fresh->random_state = 0xD1B5'4A32'D192'ED03ull * (fresh->rank + 1);
+  worker* raw = fresh.get();
+  pool.threads.push_back(std::move(fresh));
+  // release: quiescent() counts this thread before it can possibly park
+  pool.created.fetch_add(1, std::memory_order_release);
+  raw->thread = std::thread([this, raw] { run_worker(*raw); });
+}
+
+void scheduler::impl::enter_blocking(standby_pool& pool) {
+  unsigned blocked = pool.blocked.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: the notify's fence publishes it
+  if (blocked > pool.created.load(std::memory_order_acquire)) {  // acquire: pairs with start_standby
+    std::lock_guard lock(pool.creation);
+    while (pool.created.load(std::memory_order_relaxed) < blocked &&  // relaxed: under the lock
+           pool.created.load(std::memory_order_relaxed) < pool.cap) {
+      start_standby(pool);
+    }
+    if (blocked == pool.cap + 1) {
+      report(diagnostic_kind::limit_reached,
+             std::string("scheduler: standby cap reached: ") + std::to_string(blocked) + " " +
+                 (pool.kind == worker_kind::foreground ? "foreground" : "background") +
+                 " workers blocked, at most " + std::to_string(pool.cap) + " standby workers",
+             severity::warning);
+    }
+  }
+  pool.wake.notify_all();
+}
+
+void scheduler::impl::leave_blocking(standby_pool& pool) {
+  // relaxed: standby workers notice lazily, after their current item
+  pool.blocked.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool scheduler::impl::quiescent() const {
+  // seq_cst: everything a thread did before parking (acq_rel) is visible to the checks
+  // below; the second load proves nobody parked or woke while we looked.
+  std::uint64_t before = parked.load(std::memory_order_seq_cst);
+  std::uint64_t threads = workers.size() +
+                          standby[0].created.load(std::memory_order_acquire) +  // acquire: pairs with start_standby
+                          standby[1].created.load(std::memory_order_acquire);
+  if ((before & parked_mask) != threads) return false;
+  for (const counted_queue& queue : injection) {
+    if (!queue.looks_empty()) return false;
+  }
+  for (const auto& each : workers) {
+    if (!each->deque.empty()) return false;
+  }
+  return parked.load(std::memory_order_seq_cst) == before;
+}
+
+void scheduler::impl::shutdown() {
+  std::call_once(shut_down, [this] {
+    accepting.store(false, std::memory_order_release);  // release: pairs with accepts_from_this_thread
+    // Run what is queued on this thread too (the only way with zero workers), then wait
+    // until every worker is parked with nothing left anywhere.
+    for (;;) {
+      while (work_item* item = find_work_as_helper()) execute(item, nullptr);
+      auto key = parking_news.prepare_wait();
+      if (quiescent()) {
+        parking_news.cancel_wait();
+        break;
+      }
+      bool queued = false;
+      for (const counted_queue& queue : injection) queued = queued || !queue.looks_empty();
+      if (queued) {
+        parking_news.cancel_wait();
+        continue;
+      }
+      parking_news.commit_wait(key);
+    }
+    stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
+    foreground_wake.notify_all();
+    background_wake.notify_all();
+    for (standby_pool& pool : standby) pool.wake.notify_all();
+    for (auto& each : workers) each->thread.join();
+    for (standby_pool& pool : standby) {
+      std::lock_guard lock(pool.creation);
+      for (auto& each : pool.threads) each->thread.join();
+    }
+    discard_stranded_named_work();
+  });
+}
+
+// --- the facade ---------------------------------------------------------------------
+
+scheduler::scheduler(scheduler_options options)
+    : impl_(std::make_unique<impl>(*this, std::move(options))) {
+  impl_->start();
+}
+
+scheduler::~scheduler() { shutdown(); }
+
+void scheduler::shutdown() { impl_->shutdown(); }
+
+unsigned scheduler::worker_count() const noexcept { return impl_->foreground_count; }
+
+unsigned scheduler::background_worker_count() const noexcept {
+  return static_cast<unsigned>(impl_->workers.size()) - impl_->foreground_count;
+}
+
+scheduler_counters scheduler::counters() const noexcept {
+  scheduler_counters result{};
+  auto add = [&result](const worker& each) {
+    result.executed += each.executed.load(std::memory_order_relaxed);  // relaxed: statistics
+    result.stolen += each.stolen.load(std::memory_order_relaxed);      // relaxed: statistics
+  };
+  for (const auto& each : impl_->workers) add(*each);
+  for (standby_pool& pool : impl_->standby) {
+    std::lock_guard lock(pool.creation);
+    for (const auto& each : pool.threads) add(*each);
+    result.standby_workers += static_cast<unsigned>(pool.threads.size());
+    result.blocked_workers += pool.blocked.load(std::memory_order_relaxed);  // relaxed: statistics
+  }
+  result.parked_workers = static_cast<unsigned>(impl_->parked.load(std::memory_order_acquire) & parked_mask);  // acquire: a test that sees everyone parked sees their work
+  return result;
+}
+
+void scheduler::schedule(detail::work_item* item, priority p) { impl_->schedule(item, p); }
+
+bool scheduler::try_run_one() {
+  thread_context& context = this_thread_context();
+  constexpr unsigned max_help_depth = 64;  // helping inside helping grows the stack
+  if (context.running >= max_help_depth) return false;
+  worker* self = context.owner == impl_.get() ? context.self : nullptr;
+  work_item* item = self != nullptr ? impl_->find_work(self) : impl_->find_work_as_helper();
+  if (item == nullptr) return false;
+  impl_->execute(item, self);
+  return true;
+}
+
+scheduler* scheduler::current() noexcept { return this_thread_context().facade; }
+
+scheduler& default_scheduler() {
+  static scheduler* shared = new scheduler();  // never destroyed: see the header
+  return *shared;
+}
+
+// --- blocking_scope -----------------------------------------------------------------
+
+blocking_scope::blocking_scope() : pool_(nullptr) {
+  thread_context& context = this_thread_context();
+  if (context.self == nullptr || context.owner == nullptr) return;
+  standby_pool& pool = context.owner->standby[index_of(context.self->kind)];
+  pool_ = &pool;
+  pool.owner->enter_blocking(pool);
+}
+
+blocking_scope::~blocking_scope() {
+  if (pool_ == nullptr) return;
+  standby_pool& pool = *static_cast<standby_pool*>(pool_);
+  pool.owner->leave_blocking(pool);
+}
+
+}  // namespace magpie

@@ -1,0 +1,141 @@
+// Private to lib/: the scheduler's state, shared by scheduler.cpp (workers, standby,
+// shutdown) and named_thread.cpp (named-thread queues).
+#pragma once
+
+#include <magpie/detail/deque.h>
+#include <magpie/detail/event_count.h>
+#include <magpie/detail/injection_queue.h>
+#include <magpie/scheduler.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace magpie {
+
+using detail::work_item;
+
+// counted_queue is an injection queue plus an approximate size, so that an idle check
+// or a priority check is one load instead of a probe of moodycamel's producer lists.
+struct counted_queue {
+  detail::injection_queue<work_item> items;
+  alignas(detail::cache_line) std::atomic<std::int64_t> size{0};
+
+  void push(work_item* item) {
+    items.push(item);
+    // relaxed: the event count's fences order it before a notifier's check of sleepers
+    size.fetch_add(1, std::memory_order_relaxed);
+  }
+  work_item* try_pop() {
+    if (size.load(std::memory_order_relaxed) <= 0) return nullptr;  // relaxed: a hint; the pop synchronises
+    work_item* item = items.try_pop();
+    if (item != nullptr) size.fetch_sub(1, std::memory_order_relaxed);  // relaxed: a hint, as above
+    return item;
+  }
+  bool looks_empty() const {
+    return size.load(std::memory_order_relaxed) <= 0;  // relaxed: callers re-check after a fence
+  }
+};
+
+// worker is one worker thread's state; owner-written counters are plain load+store.
+struct worker {
+  unsigned index = 0;
+  worker_kind kind = worker_kind::foreground;
+  bool standby = false;
+  unsigned rank = 0;  // standby only: active while more than `rank` workers are blocked
+  detail::work_stealing_deque<work_item*> deque;
+  std::uint64_t random_state = 0;
+  std::atomic<std::uint64_t> executed{0};
+  std::atomic<std::uint64_t> stolen{0};
+  std::thread thread;
+
+  void count(std::atomic<std::uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // relaxed: owner-only writes, read as a statistic
+  }
+};
+
+// standby_pool holds the standby workers of one kind.
+struct standby_pool {
+  worker_kind kind = worker_kind::foreground;
+  unsigned cap = 0;
+  std::atomic<unsigned> blocked{0};  // workers of this kind inside a blocking_scope
+  std::atomic<unsigned> created{0};
+  detail::event_count<> wake;        // standby workers not needed park here
+  std::mutex creation;               // slow path only: creating a standby thread
+  std::vector<std::unique_ptr<worker>> threads;
+  scheduler::impl* owner = nullptr;
+};
+
+// named_queue is one of a named thread's two queues.
+struct named_queue {
+  counted_queue high;
+  counted_queue normal;
+  std::atomic<bool> processing{false};
+  std::atomic<bool> return_requested{false};
+};
+
+// named_thread_state is one named thread's queues and parking spot.
+struct named_thread_state {
+  std::array<named_queue, 2> queues;  // indexed by thread_queue
+  detail::event_count<> wake;
+  std::atomic<bool> attached{false};
+};
+
+// thread_context is what a thread knows about the scheduler it works for.
+struct thread_context {
+  scheduler::impl* owner = nullptr;  // set for workers, attached threads and helpers
+  worker* self = nullptr;                // set on worker threads
+  unsigned running = 0;                  // depth of work items this thread is running
+  int named = -1;                        // attached named thread index, or -1
+  magpie::scheduler* facade = nullptr;
+};
+
+thread_context& this_thread_context() noexcept;
+
+struct scheduler::impl {
+  explicit impl(scheduler& facade, scheduler_options options);
+
+  void start();
+  void shutdown();
+
+  void schedule(work_item* item, priority p);
+  void wake_for(priority p);
+  work_item* find_work(worker* self);
+  work_item* find_work_as_helper();
+  work_item* steal(worker* thief);
+  void execute(work_item* item, worker* self);
+  void run_worker(worker& self);
+  bool wanted_standby(const worker& self) const;
+  void enter_blocking(standby_pool& pool);
+  void leave_blocking(standby_pool& pool);
+  void start_standby(standby_pool& pool);
+  bool quiescent() const;
+  void park_state_change(std::int64_t parked_delta);
+  bool accepts_from_this_thread() const;
+  void discard_stranded_named_work();
+
+  scheduler& facade;
+  scheduler_options options;
+  std::vector<std::unique_ptr<worker>> workers;  // foreground first, then background; fixed after start
+  unsigned foreground_count = 0;
+  std::array<counted_queue, priority_count> injection;
+  detail::event_count<> foreground_wake;
+  detail::event_count<> background_wake;
+  std::array<standby_pool, 2> standby;  // indexed by worker_kind
+
+  // parked: low 32 bits count parked threads, high 32 bits count park/unpark transitions,
+  // so shutdown can tell "everyone stayed parked while I looked at the queues".
+  std::atomic<std::uint64_t> parked{0};
+  detail::event_count<> parking_news;  // shutdown waits here for workers to park
+
+  std::atomic<bool> accepting{true};
+  std::atomic<bool> stopping{false};
+  std::once_flag shut_down;
+
+  std::array<named_thread_state, named_thread::max_count> named;
+};
+
+}  // namespace magpie

@@ -1,0 +1,191 @@
+// Tests for named threads (include/magpie/scheduler.h): attach, FIFO per producer, the
+// two queues, processing loops, re-entry and shutdown.
+#include <magpie/scheduler.h>
+
+#include "job.h"
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+using magpie::named_thread;
+using magpie::scheduler;
+using magpie::thread_queue;
+using namespace magpie::test;
+
+namespace {
+
+magpie::scheduler_options small_pool(unsigned workers = 2) {
+  magpie::scheduler_options options;
+  options.workers = workers;
+  options.background_workers = 0;
+  return options;
+}
+
+// attached_as attaches the calling thread for the lifetime of the object.
+struct attached_as {
+  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
+  ~attached_as() { pool_.detach(); }
+  scheduler& pool_;
+};
+
+}  // namespace
+
+TEST_SUITE("named_thread") {
+
+TEST_CASE("named_thread: jobs from several producers run in each producer's order") {
+  scheduler pool(small_pool());
+  attached_as game(pool, named_thread::game);
+  CHECK(scheduler::current_named_thread() == named_thread::game);
+  constexpr int producers = 4;
+  constexpr int per_producer = 5000;
+  std::vector<int> last_seen(producers, -1);
+  int out_of_order = 0;
+  int ran = 0;
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < per_producer; ++i) {
+        launch_on(pool, named_thread::game, [&, p, i] {
+          // Runs on the game thread only, so plain variables are safe here.
+          if (last_seen[static_cast<std::size_t>(p)] != i - 1) ++out_of_order;
+          last_seen[static_cast<std::size_t>(p)] = i;
+          ++ran;
+        });
+      }
+    });
+  }
+  while (ran < producers * per_producer) {
+    if (pool.process_until_idle(named_thread::game) == 0) std::this_thread::yield();
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(out_of_order == 0);
+  CHECK(ran == producers * per_producer);
+}
+
+TEST_CASE("named_thread: high-priority jobs run before normal jobs queued earlier") {
+  scheduler pool(small_pool());
+  attached_as render(pool, named_thread::render);
+  std::string order;
+  for (char c : std::string("abc")) launch_on(pool, named_thread::render, [&, c] { order += c; });
+  launch_on(pool, named_thread::render, [&] { order += 'H'; }, thread_queue::main, true);
+  CHECK(pool.process_until_idle(named_thread::render) == 4);
+  CHECK(order == "Habc");
+}
+
+TEST_CASE("named_thread: the local queue is drained only when asked for") {
+  scheduler pool(small_pool());
+  attached_as game(pool, named_thread::game);
+  int local_ran = 0;
+  launch_on(pool, named_thread::game, [&] { ++local_ran; }, thread_queue::local);
+  CHECK(pool.process_until_idle(named_thread::game, thread_queue::main) == 0);
+  CHECK(local_ran == 0);
+  CHECK(pool.process_until_idle(named_thread::game, thread_queue::local) == 1);
+  CHECK(local_ran == 1);
+}
+
+TEST_CASE("named_thread: workers send jobs to the game thread, which runs them until asked to return") {
+  for (unsigned workers : {0u, 1u, 4u}) {
+    CAPTURE(workers);
+    scheduler pool(small_pool(workers));
+    attached_as game(pool, named_thread::game);
+    std::thread::id game_thread = std::this_thread::get_id();
+    std::atomic<int> on_game{0};
+    constexpr int jobs = 100;
+    for (int i = 0; i < jobs; ++i) {
+      launch(pool, [&pool, &on_game, game_thread] {
+        launch_on(pool, named_thread::game, [&on_game, game_thread] {
+          if (std::this_thread::get_id() == game_thread) on_game.fetch_add(1);
+        });
+      });
+    }
+    // A worker-side job asks the game thread to return once all game jobs ran.
+    std::thread watcher([&] {
+      help_until(pool, [&] { return on_game.load() == jobs; });
+      pool.request_return(named_thread::game);
+    });
+    pool.process_until_request_return(named_thread::game);
+    watcher.join();
+    CHECK(on_game.load() == jobs);
+  }
+}
+
+TEST_CASE("named_thread: re-entering the queue being processed is reported; the other queue is fine") {
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool());
+  attached_as game(pool, named_thread::game);
+  std::size_t nested_main = 99;
+  std::size_t nested_local = 99;
+  launch_on(pool, named_thread::game, [&] {}, thread_queue::local);
+  launch_on(pool, named_thread::game, [&] {
+    CHECK(pool.is_processing(named_thread::game, thread_queue::main));
+    nested_main = pool.process_until_idle(named_thread::game, thread_queue::main);
+    nested_local = pool.process_until_idle(named_thread::game, thread_queue::local);
+  });
+  CHECK(pool.process_until_idle(named_thread::game) == 1);
+  CHECK(nested_main == 0);
+  CHECK(nested_local == 1);
+  CHECK_FALSE(pool.is_processing(named_thread::game));
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(reports[0].message.find("re-entered") != std::string::npos);
+}
+
+TEST_CASE("named_thread: processing from a thread not attached as that thread is reported") {
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool());
+  int ran = 0;
+  launch_on(pool, named_thread::audio, [&] { ++ran; });
+  CHECK(pool.process_until_idle(named_thread::audio) == 0);
+  CHECK(ran == 0);
+  REQUIRE(recorder.count() == 1);
+  {
+    attached_as audio(pool, named_thread::audio);
+    CHECK(pool.process_until_idle(named_thread::audio) == 1);
+  }
+  CHECK(ran == 1);
+}
+
+TEST_CASE("named_thread: attaching a named thread that is already attached is reported") {
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool());
+  attached_as rhi(pool, named_thread::rhi);
+  std::thread other([&] { pool.attach(named_thread::rhi); });
+  other.join();
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].message.find("already attached") != std::string::npos);
+}
+
+TEST_CASE("named_thread: user-defined named threads work like the engine ones") {
+  scheduler pool(small_pool());
+  named_thread streaming = named_thread::user(0);
+  attached_as thread(pool, streaming);
+  int ran = 0;
+  launch_on(pool, streaming, [&] { ++ran; });
+  CHECK(pool.process_until_idle(streaming) == 1);
+  CHECK(ran == 1);
+}
+
+TEST_CASE("named_thread: work stranded in a named-thread queue at shutdown is reported by name") {
+  diagnostic_recorder recorder;
+  std::atomic<int> discarded{0};
+  bool ran = false;
+  {
+    scheduler pool(small_pool());
+    pool.schedule(new job([&] { ran = true; }, "draw the frame", &discarded), named_thread::render);
+  }
+  CHECK_FALSE(ran);
+  CHECK(discarded.load() == 1);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::never_ran);
+  CHECK(reports[0].message.find("draw the frame") != std::string::npos);
+  CHECK(reports[0].message.find("render") != std::string::npos);
+}
+
+}  // TEST_SUITE("named_thread")

@@ -1,0 +1,373 @@
+// Tests for include/magpie/scheduler.h — workers, priorities, parking, standby, shutdown.
+#include <magpie/scheduler.h>
+
+#include "job.h"
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+using magpie::priority;
+using magpie::scheduler;
+using magpie::scheduler_options;
+using namespace magpie::test;
+
+namespace {
+
+constexpr unsigned worker_matrix[] = {0, 1, 2, 4, 8, 64};
+
+scheduler_options pool_of(unsigned workers, unsigned background = 0) {
+  scheduler_options options;
+  options.workers = workers;
+  options.background_workers = background;
+  return options;
+}
+
+// spawn_tree launches a job that launches `fanout` children, down to `depth`; each job
+// counts itself. Total: (fanout^(depth+1) − 1) / (fanout − 1).
+void spawn_tree(scheduler& pool, std::atomic<int>& ran, int depth, int fanout) {
+  launch(pool, [&ran, depth, fanout] {
+    ran.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the run is complete
+    if (depth == 0) return;
+    // current(): the scheduler running this job, whichever thread (worker or helper) runs it
+    for (int i = 0; i < fanout; ++i) spawn_tree(*scheduler::current(), ran, depth - 1, fanout);
+  });
+}
+
+int tree_size(int depth, int fanout) {
+  int total = 0;
+  int level = 1;
+  for (int d = 0; d <= depth; ++d, level *= fanout) total += level;
+  return total;
+}
+
+}  // namespace
+
+TEST_SUITE("scheduler") {
+
+TEST_CASE("scheduler: every job launched from outside runs exactly once") {
+  for (unsigned workers : worker_matrix) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    constexpr int jobs = 1000;
+    std::vector<std::atomic<int>> runs(jobs);
+    std::atomic<int> done{0};
+    for (int i = 0; i < jobs; ++i) {
+      launch(pool, [&, i] {
+        runs[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after `done`
+        done.fetch_add(1, std::memory_order_release);  // release: publishes the run count
+      });
+    }
+    help_until(pool, [&] { return done.load(std::memory_order_acquire) == jobs; });  // acquire: pairs with the release
+    CHECK(std::all_of(runs.begin(), runs.end(), [](const std::atomic<int>& r) { return r.load() == 1; }));
+  }
+}
+
+TEST_CASE("scheduler: jobs launched by jobs run, through the workers' deques and stealing") {
+  for (unsigned workers : worker_matrix) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    std::atomic<int> ran{0};
+    spawn_tree(pool, ran, 6, 3);
+    help_until(pool, [&] { return ran.load() == tree_size(6, 3); });
+    pool.shutdown();
+    CHECK(ran.load() == tree_size(6, 3));
+    if (workers >= 2) CHECK(pool.counters().executed > 0);
+  }
+}
+
+TEST_CASE("scheduler: with zero workers, work runs only on the thread that waits for it") {
+  scheduler pool(pool_of(0));
+  std::atomic<int> ran{0};
+  std::thread::id runner;
+  launch(pool, [&] {
+    runner = std::this_thread::get_id();
+    ran.fetch_add(1);
+  });
+  CHECK(ran.load() == 0);
+  help_until(pool, [&] { return ran.load() == 1; });
+  CHECK(runner == std::this_thread::get_id());
+}
+
+TEST_CASE("scheduler: every worker parks once the work drains") {
+  for (unsigned workers : worker_matrix) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers, workers > 0 ? 1 : 0));
+    std::atomic<int> ran{0};
+    spawn_tree(pool, ran, 5, 3);
+    for (int i = 0; i < 20; ++i) launch(pool, [&] { ran.fetch_add(1); }, priority::background_normal);
+    help_until(pool, [&] { return ran.load() == tree_size(5, 3) + 20; });
+    // The assertion is reaching the state: a worker that keeps spinning hangs this test and
+    // the watchdog names it. (Reading the counter again afterwards would race with
+    // harmless spurious wake-ups.)
+    wait_until_all_parked(pool);
+    CHECK(ran.load() == tree_size(5, 3) + 20);
+  }
+}
+
+TEST_CASE("scheduler: sleeping workers wake for work — half the jobs wait for the other half") {
+  for (unsigned workers : {2u, 4u, 8u, 64u}) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    wait_until_all_parked(pool);  // so every job below needs a wake-up
+    int half = static_cast<int>(workers) / 2;
+    std::atomic<int> runners_done{0};
+    std::atomic<int> finished{0};
+    for (int i = 0; i < half; ++i) {
+      launch(pool, [&] {
+        wait_until([&] { return runners_done.load(std::memory_order_acquire) == half; });  // acquire: pairs with the runners
+        finished.fetch_add(1, std::memory_order_release);  // release: pairs with the test's acquire
+      });
+    }
+    for (int i = 0; i < half; ++i) {
+      launch(pool, [&] {
+        runners_done.fetch_add(1, std::memory_order_release);  // release: pairs with the spinners' acquire
+        finished.fetch_add(1, std::memory_order_release);  // release: as above
+      });
+    }
+    wait_until([&] { return finished.load(std::memory_order_acquire) == 2 * half; });  // acquire: as above
+    CHECK(runners_done.load() == half);
+  }
+}
+
+TEST_CASE("scheduler: a high-priority job starts before normal jobs queued earlier") {
+  for (unsigned workers : {1u, 2u, 4u}) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    std::atomic<bool> release{false};
+    std::atomic<unsigned> blockers_running{0};
+    for (unsigned i = 0; i < workers; ++i) {
+      launch(pool, [&] {
+        blockers_running.fetch_add(1, std::memory_order_release);  // release: pairs with the test's acquire
+        wait_until([&] { return release.load(std::memory_order_acquire); });  // acquire: pairs with the release store
+      });
+    }
+    wait_until([&] { return blockers_running.load(std::memory_order_acquire) == workers; });  // acquire: as above
+    // Every worker is busy: queue normal work, then one high job behind it.
+    std::mutex order_mutex;
+    std::vector<int> start_order;
+    std::atomic<int> done{0};
+    constexpr int normal_jobs = 50;
+    constexpr int high_job = -1;
+    auto record = [&](int id) {
+      {
+        std::lock_guard lock(order_mutex);
+        start_order.push_back(id);
+      }
+      done.fetch_add(1);
+    };
+    for (int i = 0; i < normal_jobs; ++i) launch(pool, [&, i] { record(i); });
+    launch(pool, [&] { record(high_job); }, priority::high);
+    release.store(true, std::memory_order_release);  // release: pairs with the blockers' acquire
+    wait_until([&] { return done.load() == normal_jobs + 1; });
+    auto high_position = std::find(start_order.begin(), start_order.end(), high_job) - start_order.begin();
+    CHECK(high_position < static_cast<long>(workers));  // taken at the first dequeue point of some worker
+  }
+}
+
+TEST_CASE("scheduler: background work never runs on foreground workers") {
+  std::mutex ids_mutex;
+  std::set<std::thread::id> foreground_ids;
+  scheduler_options options = pool_of(2, 1);
+  options.on_worker_start = [&](const magpie::worker_info& info) {
+    if (info.kind == magpie::worker_kind::foreground) {
+      std::lock_guard lock(ids_mutex);
+      foreground_ids.insert(std::this_thread::get_id());
+    }
+  };
+  scheduler pool(options);
+  std::atomic<int> on_foreground{0};
+  std::atomic<int> done{0};
+  constexpr int jobs = 300;
+  for (int i = 0; i < jobs; ++i) {
+    priority p = i % 3 == 0 ? priority::background_high
+               : i % 3 == 1 ? priority::background_normal : priority::background_low;
+    launch(pool, [&] {
+      {
+        std::lock_guard lock(ids_mutex);
+        if (foreground_ids.count(std::this_thread::get_id()) != 0) on_foreground.fetch_add(1);
+      }
+      done.fetch_add(1);
+    }, p);
+    launch(pool, [] {});  // foreground work alongside, so foreground workers are awake and looking
+  }
+  wait_until([&] { return done.load() == jobs; });
+  pool.shutdown();
+  CHECK(foreground_ids.size() == 2);
+  CHECK(on_foreground.load() == 0);
+}
+
+TEST_CASE("scheduler: a standby worker takes the place of a blocked worker") {
+  for (unsigned workers : {1u, 2u, 4u}) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    std::atomic<bool> released{false};
+    std::atomic<unsigned> blocked{0};
+    std::atomic<unsigned> done{0};
+    for (unsigned i = 0; i < workers; ++i) {
+      launch(pool, [&] {
+        magpie::blocking_scope scope;
+        blocked.fetch_add(1);
+        wait_until([&] { return released.load(std::memory_order_acquire); });  // acquire: pairs with the releasing job
+        done.fetch_add(1);
+      });
+    }
+    wait_until([&] { return blocked.load() == workers; });
+    // Every worker is blocked; only a standby worker can run the job that releases them.
+    launch(pool, [&] { released.store(true, std::memory_order_release); });  // release: pairs with the blockers
+    wait_until([&] { return done.load() == workers; });
+    CHECK(pool.counters().standby_workers >= 1);
+    CHECK(pool.counters().standby_workers <= workers);
+    wait_until_all_parked(pool);  // standby workers return to standby when no longer needed
+    CHECK(pool.counters().blocked_workers == 0);
+  }
+}
+
+TEST_CASE("scheduler: reaching the standby cap is reported, and waiting threads still help") {
+  diagnostic_recorder recorder;
+  scheduler_options options = pool_of(1);
+  options.max_standby_workers = 0;
+  scheduler pool(options);
+  std::atomic<bool> released{false};
+  std::atomic<bool> blocked{false};
+  launch(pool, [&] {
+    magpie::blocking_scope scope;
+    blocked.store(true);
+    wait_until([&] { return released.load(std::memory_order_acquire); });  // acquire: pairs with the releasing job
+  });
+  wait_until([&] { return blocked.load(); });
+  std::atomic<bool> release_ran{false};
+  launch(pool, [&] {
+    released.store(true, std::memory_order_release);  // release: pairs with the blocker
+    release_ran.store(true);
+  });
+  help_until(pool, [&] { return release_ran.load(); });
+  pool.shutdown();
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::limit_reached);
+  CHECK(reports[0].severity == magpie::severity::warning);
+  CHECK(pool.counters().standby_workers == 0);
+}
+
+TEST_CASE("scheduler: start and exit hooks run once on every worker thread") {
+  std::atomic<int> started{0};
+  std::atomic<int> exited{0};
+  std::atomic<int> background{0};
+  {
+    scheduler_options options = pool_of(3, 2);
+    options.on_worker_start = [&](const magpie::worker_info& info) {
+      started.fetch_add(1);
+      if (info.kind == magpie::worker_kind::background) background.fetch_add(1);
+    };
+    options.on_worker_exit = [&](const magpie::worker_info&) { exited.fetch_add(1); };
+    scheduler pool(options);
+    CHECK(pool.worker_count() == 3);
+    CHECK(pool.background_worker_count() == 2);
+  }
+  CHECK(started.load() == 5);
+  CHECK(exited.load() == 5);
+  CHECK(background.load() == 2);
+}
+
+TEST_CASE("scheduler: several schedulers live side by side and current() names the right one") {
+  scheduler first(pool_of(2));
+  scheduler second(pool_of(1));
+  std::atomic<int> right{0};
+  std::atomic<int> done{0};
+  for (int i = 0; i < 50; ++i) {
+    launch(first, [&] { right.fetch_add(scheduler::current() == &first ? 1 : 0); done.fetch_add(1); });
+    launch(second, [&] { right.fetch_add(scheduler::current() == &second ? 1 : 0); done.fetch_add(1); });
+  }
+  wait_until([&] { return done.load() == 100; });
+  CHECK(right.load() == 100);
+  CHECK(scheduler::current() == nullptr);
+}
+
+TEST_CASE("scheduler: the default scheduler is created on first use and runs work") {
+  scheduler& shared = magpie::default_scheduler();
+  CHECK(&shared == &magpie::default_scheduler());
+  CHECK(shared.worker_count() == magpie::default_worker_count());
+  std::atomic<bool> ran{false};
+  launch(shared, [&] { ran.store(true); });
+  help_until(shared, [&] { return ran.load(); });
+}
+
+TEST_CASE("scheduler: shutdown runs every queued job, and jobs launched by running jobs") {
+  for (unsigned workers : worker_matrix) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      std::atomic<int> ran{0};
+      {
+        scheduler pool(pool_of(workers));
+        for (int i = 0; i < 1000; ++i) launch(pool, [&] { ran.fetch_add(1); });
+        spawn_tree(pool, ran, 4, 3);
+      }
+      CHECK(ran.load() == 1000 + tree_size(4, 3));
+    }
+  }
+}
+
+TEST_CASE("scheduler: a launch from outside after shutdown is reported and discarded") {
+  diagnostic_recorder recorder;
+  scheduler pool(pool_of(2));
+  pool.shutdown();
+  std::atomic<int> discarded{0};
+  std::atomic<bool> ran{false};
+  pool.schedule(new job([&] { ran.store(true); }, "late job", &discarded));
+  CHECK_FALSE(ran.load());
+  CHECK(discarded.load() == 1);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(reports[0].message.find("late job") != std::string::npos);
+}
+
+}  // TEST_SUITE("scheduler")
+
+TEST_CASE("scheduler: shutdown with 1,000 jobs queued and jobs spawning jobs, 100 times" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < 100 * stress_repeat(); ++repeat) {
+    for (unsigned workers : worker_matrix) {
+      std::atomic<int> ran{0};
+      {
+        scheduler pool(pool_of(workers, workers % 2));
+        for (int i = 0; i < 1000; ++i) {
+          launch(pool, [&] { ran.fetch_add(1, std::memory_order_relaxed); },  // relaxed: read after the join
+                 i % 10 == 0 ? priority::background_normal : priority::normal);
+        }
+        spawn_tree(pool, ran, 3, 4);
+      }
+      REQUIRE(ran.load() == 1000 + tree_size(3, 4));
+    }
+  }
+}
+
+TEST_CASE("scheduler: launches from many threads while workers steal, all run exactly once" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < stress_repeat(); ++repeat) {
+    for (unsigned workers : worker_matrix) {
+      CAPTURE(workers);
+      scheduler pool(pool_of(workers, 1));
+      std::atomic<int> ran{0};
+      std::vector<std::thread> producers;
+      for (int p = 0; p < 3; ++p) {
+        producers.emplace_back([&] {
+          for (int i = 0; i < 2000; ++i) launch(pool, [&] { ran.fetch_add(1); });
+          spawn_tree(pool, ran, 3, 3);
+        });
+      }
+      for (auto& producer : producers) producer.join();
+      help_until(pool, [&] { return ran.load() == 3 * (2000 + tree_size(3, 3)); });
+      wait_until_all_parked(pool);
+      CHECK(ran.load() == 3 * (2000 + tree_size(3, 3)));
+    }
+  }
+}
