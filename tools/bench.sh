@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The main job: builds release and runs the benchmarks, saving JSON under bench/results/.
-# Until the benchmark suite lands (issue: benchmark suite beside oneTBB), these are the
-# micro-benchmarks of the lock-free parts: deque push+pop and steal, event-count costs.
-#   tools/bench.sh            all micro-benchmarks, 5 repetitions each (medians printed)
-#   tools/bench.sh --quick    one short repetition each
+# The main job: builds release, runs the workloads beside oneTBB and prints the ratio
+# table, then the micro-benchmarks of the lock-free parts. JSON goes to bench/results/.
+#   tools/bench.sh            full sizes, 5 timed runs each (medians)
+#   tools/bench.sh --quick    smaller sizes, 3 runs
+#   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh bench
 
 repetitions=5
 min_time=0.2
-if [ "${1:-}" = --quick ]; then repetitions=1; min_time=0.05; fi
+harness_flags=(--runs 5)
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 3 --quick); shift ;;
+    --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do harness_flags+=(--threads "$1"); shift; done ;;
+    *) echo "usage: $0 [--quick] [--threads N...]" >&2; exit 2 ;;
+  esac
+done
 
 dir=build/release
 if [ -f "$dir/build.ninja" ]; then
@@ -22,6 +29,20 @@ meson compile -C "$dir" >/dev/null
 
 mkdir -p bench/results
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
+run_json="bench/results/run-${stamp}.jsonl"
+git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+for workload in scheduler; do
+  for system in magpie tbb; do
+    binary="$dir/bench/bench_${workload}_${system}"
+    [ -x "$binary" ] || continue
+    echo "=== $workload ($system)"
+    "$binary" "${harness_flags[@]}" --json "$run_json" --git "$git"
+  done
+done
+echo
+echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d)); JSON: $run_json"
+python3 tools/bench_table.py "$run_json"
+echo
 for workload in deque event_count; do
   echo "=== $workload (magpie), median of $repetitions"
   "$dir/bench/bench_${workload}_magpie" \

@@ -1,0 +1,115 @@
+// The benchmarks' shared harness: flags, warm-up, timed runs, medians, JSON lines.
+//
+// Each bench/<workload>/<system>.cpp is one executable that measures one system; it
+// appends one JSON object per (workload, param, threads) to --json, and
+// tools/bench_table.py prints the table with ratios against the peers of the same run.
+//   schema: {workload, param, system, threads, median_s, min_s, max_s, runs, tasks,
+//            peak_rss_kb, host, compiler, git}
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bench {
+
+struct options {
+  std::vector<unsigned> threads;  // "N threads" = N − 1 workers + the calling thread
+  int runs = 5;
+  bool quick = false;
+  std::string json_path;
+  std::string git = "unknown";
+};
+
+// parse reads the common flags; exits on --help or bad input.
+inline options parse(int argc, char** argv, const std::string& description) {
+  options chosen;
+  CLI::App app(description);
+  app.add_option("--threads", chosen.threads, "thread counts (default: 1 and all hardware threads)");
+  app.add_option("--runs", chosen.runs, "timed runs after one warm-up (median reported)")->check(CLI::PositiveNumber);
+  app.add_flag("--quick", chosen.quick, "smaller sizes, for the README's main job");
+  app.add_option("--json", chosen.json_path, "append one JSON line per measurement to this file");
+  app.add_option("--git", chosen.git, "commit being measured, recorded in the JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    std::exit(app.exit(error));
+  }
+  if (chosen.threads.empty()) {
+    unsigned all = std::max(1u, std::thread::hardware_concurrency());
+    chosen.threads = all > 1 ? std::vector<unsigned>{1, all} : std::vector<unsigned>{1};
+  }
+  return chosen;
+}
+
+// time_runs runs `once` once to warm up, then `runs` times, and returns the seconds each
+// timed run took. `once` must check its own answer and throw on a wrong one.
+template <class Once>
+std::vector<double> time_runs(int runs, Once&& once) {
+  once();
+  std::vector<double> seconds;
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    once();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return seconds;
+}
+
+inline long peak_rss_kb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+inline std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// record prints one line and appends the JSON object for one measurement.
+inline void record(const options& chosen, const std::string& system, const std::string& workload,
+                   const std::string& param, unsigned threads, std::vector<double> seconds,
+                   std::uint64_t tasks) {
+  std::sort(seconds.begin(), seconds.end());
+  double median = seconds[seconds.size() / 2];
+  std::printf("%-10s %-22s %-12s threads=%-3u median=%.6fs  %.1f ns/task/core\n", system.c_str(),
+              workload.c_str(), param.c_str(), threads, median,
+              tasks > 0 ? median * 1e9 * threads / static_cast<double>(tasks) : 0.0);
+  if (chosen.json_path.empty()) return;
+  nlohmann::json line = {
+      {"workload", workload}, {"param", param}, {"system", system}, {"threads", threads},
+      {"median_s", median}, {"min_s", seconds.front()}, {"max_s", seconds.back()},
+      {"runs", seconds.size()}, {"tasks", tasks}, {"peak_rss_kb", peak_rss_kb()},
+      {"host", host_name()}, {"compiler", __VERSION__}, {"git", chosen.git},
+  };
+  std::ofstream(chosen.json_path, std::ios::app) << line.dump() << '\n';
+}
+
+// percentile returns the p-th percentile (0..100) of `values`.
+inline double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  auto index = static_cast<std::size_t>(p / 100.0 * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+// process_cpu_seconds is the CPU time all threads of this process used so far.
+inline double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+}  // namespace bench

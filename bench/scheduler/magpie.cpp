@@ -1,0 +1,119 @@
+// Scheduler workloads on magpie: empty-job throughput (launched by the calling thread,
+// and by a worker), idle CPU after the work drains, and wake-to-run latency of a parked
+// worker. Peer: bench/scheduler/tbb.cpp.
+#include "../common/harness.h"
+
+#include <magpie/detail/atomics.h>
+#include <magpie/scheduler.h>
+
+#include <atomic>
+#include <stdexcept>
+
+namespace {
+
+struct empty_job : magpie::detail::work_item {
+  explicit empty_job(std::atomic<std::uint64_t>& counter) : done(&counter) {
+    handler = &handle;
+    name = "empty";
+  }
+  static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+    auto* me = static_cast<empty_job*>(self);
+    me->done->fetch_add(1, std::memory_order_release);  // release: pairs with the waiter's acquire
+    delete me;
+  }
+  std::atomic<std::uint64_t>* done;
+};
+
+// fan_out_job launches `count` empty jobs from wherever it runs (a worker: its deque).
+struct fan_out_job : magpie::detail::work_item {
+  fan_out_job(std::uint64_t jobs, std::atomic<std::uint64_t>& counter) : count(jobs), done(&counter) {
+    handler = &handle;
+    name = "fan out";
+  }
+  static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+    auto* me = static_cast<fan_out_job*>(self);
+    magpie::scheduler& pool = *magpie::scheduler::current();
+    for (std::uint64_t i = 0; i < me->count; ++i) pool.schedule(new empty_job(*me->done));
+    delete me;
+  }
+  std::uint64_t count;
+  std::atomic<std::uint64_t>* done;
+};
+
+void help_until_done(magpie::scheduler& pool, const std::atomic<std::uint64_t>& done, std::uint64_t target) {
+  while (done.load(std::memory_order_acquire) < target) {  // acquire: pairs with the jobs' release
+    if (!pool.try_run_one()) magpie::detail::cpu_relax();
+  }
+}
+
+magpie::scheduler_options pool_for(unsigned threads) {
+  magpie::scheduler_options options;
+  options.workers = threads - 1;  // the calling thread is the N-th
+  options.background_workers = 0;
+  return options;
+}
+
+void wait_until_parked(magpie::scheduler& pool) {
+  while (pool.counters().parked_workers < pool.worker_count()) std::this_thread::yield();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "magpie scheduler benchmarks");
+  const std::uint64_t jobs = chosen.quick ? (1u << 16) : (1u << 18);
+  const std::string param = std::to_string(jobs);
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(pool_for(threads));
+
+    auto from_caller = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::uint64_t> done{0};
+      for (std::uint64_t i = 0; i < jobs; ++i) pool.schedule(new empty_job(done));
+      help_until_done(pool, done, jobs);
+    });
+    bench::record(chosen, "magpie", "empty_jobs_from_caller", param, threads, from_caller, jobs);
+
+    auto from_worker = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::uint64_t> done{0};
+      pool.schedule(new fan_out_job(jobs, done));
+      help_until_done(pool, done, jobs);
+    });
+    bench::record(chosen, "magpie", "empty_jobs_from_worker", param, threads, from_worker, jobs);
+
+    if (threads == 1) continue;  // idle and wake-up figures need workers
+
+    std::vector<double> idle_cpu;
+    for (int run = 0; run < chosen.runs; ++run) {
+      wait_until_parked(pool);
+      double before = bench::process_cpu_seconds();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      idle_cpu.push_back(bench::process_cpu_seconds() - before);
+    }
+    bench::record(chosen, "magpie", "idle_cpu_100ms", "cpu_s", threads, idle_cpu, 0);
+
+    std::vector<double> latencies;
+    for (int sample = 0; sample < (chosen.quick ? 50 : 200); ++sample) {
+      wait_until_parked(pool);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::atomic<std::int64_t> ran_at{0};
+      struct stamp_job : magpie::detail::work_item {
+        std::atomic<std::int64_t>* when;
+        static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+          auto* me = static_cast<stamp_job*>(self);
+          me->when->store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);  // release: pairs with the acquire below
+          delete me;
+        }
+      };
+      auto* job = new stamp_job;
+      job->handler = &stamp_job::handle;
+      job->when = &ran_at;
+      auto launched = std::chrono::steady_clock::now().time_since_epoch().count();
+      pool.schedule(job);
+      while (ran_at.load(std::memory_order_acquire) == 0) magpie::detail::cpu_relax();  // acquire: pairs with the job's release
+      latencies.push_back(static_cast<double>(ran_at.load() - launched) * 1e-9);
+    }
+    bench::record(chosen, "magpie", "wake_latency_p50", "seconds", threads, {bench::percentile(latencies, 50)}, 0);
+    bench::record(chosen, "magpie", "wake_latency_p99", "seconds", threads, {bench::percentile(latencies, 99)}, 0);
+  }
+  return 0;
+}
