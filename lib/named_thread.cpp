@@ -106,6 +106,9 @@ void scheduler::attach(named_thread thread) {
   context.owner = impl_.get();
   context.facade = this;
   context.named = static_cast<int>(thread.index());
+  impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
+  // release: a thief that sees the bit also sees the deque's new owner binding
+  impl_->named_deques_in_use.fetch_or(std::uint32_t{1} << thread.index(), std::memory_order_release);
 }
 
 void scheduler::detach() {

@@ -4,6 +4,7 @@
 
 #include <magpie/diagnostics.h>
 
+#include <bit>
 #include <string>
 
 namespace magpie {
@@ -79,6 +80,8 @@ void scheduler::impl::schedule(work_item* item, priority p) {
   worker* self = context.owner == this ? context.self : nullptr;
   if (p == priority::normal && self != nullptr && !self->standby) {
     self->deque.push(item);
+  } else if (p == priority::normal && self == nullptr && context.owner == this && context.named >= 0) {
+    named[static_cast<std::size_t>(context.named)].deque.push(item);  // an attached thread's own deque
   } else {
     injection[index_of(p)].push(item);
   }
@@ -95,13 +98,22 @@ void scheduler::impl::wake_for(priority p) {
 
 work_item* scheduler::impl::steal(worker* thief) {
   std::size_t count = workers.size();
-  if (count == 0) return nullptr;
   thread_local std::uint64_t helper_random = 0x2545'F491'4F6C'DD1Dull;
-  std::size_t start = next_random(thief != nullptr ? thief->random_state : helper_random) % count;
+  std::size_t start = count == 0 ? 0 : next_random(thief != nullptr ? thief->random_state : helper_random) % count;
   for (std::size_t i = 0; i < count; ++i) {
     worker& victim = *workers[(start + i) % count];
     if (&victim == thief) continue;
     if (auto item = victim.deque.steal()) {
+      if (thief != nullptr) thief->count(thief->stolen);
+      return *item;
+    }
+  }
+  // relaxed: a bit set after the attach that precedes any push; a late view only skips a
+  // deque whose pusher's notify (and its fence) comes after this anyway
+  for (std::uint32_t in_use = named_deques_in_use.load(std::memory_order_relaxed); in_use != 0;
+       in_use &= in_use - 1) {
+    auto& victim = named[static_cast<std::size_t>(std::countr_zero(in_use))].deque;
+    if (auto item = victim.steal()) {
       if (thief != nullptr) thief->count(thief->stolen);
       return *item;
     }
@@ -125,9 +137,12 @@ work_item* scheduler::impl::find_work(worker* self) {
 }
 
 work_item* scheduler::impl::find_work_as_helper() {
-  for (priority p : {priority::high, priority::normal}) {
-    if (work_item* item = injection[index_of(p)].try_pop()) return item;
+  if (work_item* item = injection[index_of(priority::high)].try_pop()) return item;
+  const thread_context& context = this_thread_context();
+  if (context.owner == this && context.named >= 0) {
+    if (auto own = named[static_cast<std::size_t>(context.named)].deque.pop()) return *own;
   }
+  if (work_item* item = injection[index_of(priority::normal)].try_pop()) return item;
   if (work_item* item = steal(nullptr)) return item;
   for (priority p : {priority::background_high, priority::background_normal, priority::background_low}) {
     if (work_item* item = injection[index_of(p)].try_pop()) return item;
@@ -273,6 +288,9 @@ bool scheduler::impl::quiescent() const {
   for (const auto& each : workers) {
     if (!each->deque.empty()) return false;
   }
+  for (const named_thread_state& state : named) {
+    if (!state.deque.empty()) return false;
+  }
   return parked.load(std::memory_order_seq_cst) == before;
 }
 
@@ -348,11 +366,13 @@ void scheduler::schedule(detail::work_item* item, priority p) { impl_->schedule(
 bool scheduler::try_run_one() {
   thread_context& context = this_thread_context();
   constexpr unsigned max_help_depth = 64;  // helping inside helping grows the stack
-  if (context.running >= max_help_depth) return false;
+  if (context.helping >= max_help_depth) return false;
   worker* self = context.owner == impl_.get() ? context.self : nullptr;
   work_item* item = self != nullptr ? impl_->find_work(self) : impl_->find_work_as_helper();
   if (item == nullptr) return false;
+  ++context.helping;
   impl_->execute(item, self);
+  --context.helping;
   return true;
 }
 

@@ -77,18 +77,22 @@ struct named_queue {
   std::atomic<bool> return_requested{false};
 };
 
-// named_thread_state is one named thread's queues and parking spot.
+// named_thread_state is one named thread's queues and parking spot, plus the deque its
+// own normal-priority launches go to: workers steal from it (UE: the game thread's local
+// queue), and the thread pops from it when it helps.
 struct named_thread_state {
   std::array<named_queue, 2> queues;  // indexed by thread_queue
   detail::event_count<> wake;
   std::atomic<bool> attached{false};
+  detail::work_stealing_deque<work_item*> deque;
 };
 
 // thread_context is what a thread knows about the scheduler it works for.
 struct thread_context {
   scheduler::impl* owner = nullptr;  // set for workers, attached threads and helpers
   worker* self = nullptr;                // set on worker threads
-  unsigned running = 0;                  // depth of work items this thread is running
+  unsigned running = 0;                  // depth of work items this thread runs as a non-worker
+  unsigned helping = 0;                  // depth of try_run_one calls on this thread
   int named = -1;                        // attached named thread index, or -1
   magpie::scheduler* facade = nullptr;
 };
@@ -136,6 +140,8 @@ struct scheduler::impl {
   std::once_flag shut_down;
 
   std::array<named_thread_state, named_thread::max_count> named;
+  // Bit i: named[i].deque has ever been used; thieves and shutdown look only at those.
+  std::atomic<std::uint32_t> named_deques_in_use{0};
 };
 
 }  // namespace magpie

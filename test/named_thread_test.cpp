@@ -161,6 +161,32 @@ TEST_CASE("named_thread: attaching a named thread that is already attached is re
   CHECK(recorder.reports()[0].message.find("already attached") != std::string::npos);
 }
 
+TEST_CASE("named_thread: an attached thread's launches go to its own deque, which workers steal from") {
+  for (unsigned workers : {0u, 1u, 4u}) {
+    CAPTURE(workers);
+    scheduler pool(small_pool(workers));
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> ran{0};
+    std::atomic<int> off_game_thread{0};
+    std::thread::id game_thread = std::this_thread::get_id();
+    constexpr int jobs = 500;
+    for (int i = 0; i < jobs; ++i) {
+      launch(pool, [&] {
+        if (std::this_thread::get_id() != game_thread) off_game_thread.fetch_add(1);
+        ran.fetch_add(1);
+      });
+    }
+    if (workers == 0) {
+      help_until(pool, [&] { return ran.load() == jobs; });  // pops its own deque
+      CHECK(off_game_thread.load() == 0);
+    } else {
+      wait_until([&] { return ran.load() == jobs; });  // only workers' steals can finish them
+      CHECK(off_game_thread.load() == jobs);
+      CHECK(pool.counters().stolen > 0);
+    }
+  }
+}
+
 TEST_CASE("named_thread: user-defined named threads work like the engine ones") {
   scheduler pool(small_pool());
   named_thread streaming = named_thread::user(0);

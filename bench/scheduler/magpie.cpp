@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   const std::string param = std::to_string(jobs);
   for (unsigned threads : chosen.threads) {
     magpie::scheduler pool(pool_for(threads));
+    // The calling thread takes part as the game thread: its launches go to its own deque,
+    // which the workers steal from (UE's game-thread local queue).
+    pool.attach(magpie::named_thread::game);
 
     auto from_caller = bench::time_runs(chosen.runs, [&] {
       std::atomic<std::uint64_t> done{0};
@@ -80,7 +83,10 @@ int main(int argc, char** argv) {
     });
     bench::record(chosen, "magpie", "empty_jobs_from_worker", param, threads, from_worker, jobs);
 
-    if (threads == 1) continue;  // idle and wake-up figures need workers
+    if (threads == 1) {
+      pool.detach();
+      continue;  // idle and wake-up figures need workers
+    }
 
     std::vector<double> idle_cpu;
     for (int run = 0; run < chosen.runs; ++run) {
@@ -114,6 +120,7 @@ int main(int argc, char** argv) {
     }
     bench::record(chosen, "magpie", "wake_latency_p50", "seconds", threads, {bench::percentile(latencies, 50)}, 0);
     bench::record(chosen, "magpie", "wake_latency_p99", "seconds", threads, {bench::percentile(latencies, 99)}, 0);
+    pool.detach();
   }
   return 0;
 }
