@@ -60,10 +60,14 @@ class work_stealing_deque {
   void push(T item) {
     check_owner("push");
     std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
-    // acquire: pairs with the thieves' CAS on top, so a slot a thief has read is free to reuse
-    std::int64_t t = top_.load(std::memory_order_acquire);
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b - t >= r->capacity) r = grow(r, t, b);
+    // top only grows, so an old value of it under-counts the free slots: reload it (and
+    // take the cache miss thieves cause) only when the ring looks full.
+    if (b - top_seen_ >= r->capacity) {
+      // acquire: pairs with the thieves' CAS on top, so a slot a thief has read is free to reuse
+      top_seen_ = top_.load(std::memory_order_acquire);
+      if (b - top_seen_ >= r->capacity) r = grow(r, top_seen_, b);
+    }
     r->put(b, item);
     bottom_.store(b + 1, std::memory_order_release);  // release: publishes the slot to steal()'s load of bottom
   }
@@ -177,6 +181,7 @@ class work_stealing_deque {
   alignas(cache_line) atomic<std::int64_t> bottom_{0};
   atomic<ring*> current_{nullptr};
   std::vector<std::unique_ptr<ring>> rings_;  // owner-only; every ring ever used, freed with the deque
+  std::int64_t top_seen_ = 0;                 // owner-only; a value top had, never above it
 #if MAGPIE_DEBUG_CHECKS
   std::atomic<std::thread::id> owner_{};  // plain std::atomic under every policy: a debug aid, not part of the algorithm
 #endif
