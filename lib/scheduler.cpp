@@ -295,6 +295,12 @@ bool scheduler::impl::quiescent() const {
 }
 
 void scheduler::impl::shutdown() {
+  const thread_context& caller = this_thread_context();
+  if (caller.owner == this && (caller.self != nullptr || caller.running > 0)) {
+    // Waiting for every worker to park from inside this scheduler's own work never ends.
+    report(diagnostic_kind::misuse, "scheduler: shutdown called from work running on the same scheduler; ignored");
+    return;
+  }
   std::call_once(shut_down, [this] {
     accepting.store(false, std::memory_order_release);  // release: pairs with accepts_from_this_thread
     // Run what is queued on this thread too (the only way with zero workers), then wait

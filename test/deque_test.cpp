@@ -137,13 +137,15 @@ std::vector<std::size_t> take_everything(std::size_t n, int thieves) {
   for (int t = 1; t <= thieves; ++t) {
     threads.emplace_back([&, t] {
       auto& mine = taken[static_cast<std::size_t>(t)];
-      for (;;) {
+      for (unsigned misses = 0;;) {
         // acquire: pairs with the owner's release store of owner_done
         bool finished = owner_done.load(std::memory_order_acquire);
         if (auto item = deque.steal()) {
           mine.push_back(*item);
         } else if (finished && deque.empty()) {
           return;
+        } else if (++misses % 64 == 0) {
+          std::this_thread::yield();  // more thieves than cores: let the owner run
         }
       }
     });

@@ -356,6 +356,24 @@ TEST_CASE("scheduler: a launch from outside after shutdown is reported and disca
   CHECK(reports[0].message.find("late job") != std::string::npos);
 }
 
+TEST_CASE("scheduler: shutdown called from the scheduler's own work is reported, not a deadlock") {
+  diagnostic_recorder recorder;
+  for (unsigned workers : {0u, 2u}) {
+    CAPTURE(workers);
+    scheduler pool(pool_of(workers));
+    std::atomic<bool> ran{false};
+    launch(pool, [&] {
+      scheduler::current()->shutdown();
+      ran.store(true);
+    });
+    help_until(pool, [&] { return ran.load(); });
+  }
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(reports[0].message.find("shutdown") != std::string::npos);
+}
+
 }  // TEST_SUITE("scheduler")
 
 TEST_CASE("scheduler: shutdown with 1,000 jobs queued and jobs spawning jobs, 100 times" *
