@@ -1,0 +1,75 @@
+// Layer 1 — the closable subsequent list.
+//
+// A task keeps the tasks waiting for it in this list. Until the task completes, anyone
+// may add to it; completion closes it in one atomic exchange and takes everything that
+// was added; after that every add fails, telling the adder "already complete, don't
+// wait". A Treiber stack whose head can be swapped for a `closed` sentinel — lock-free,
+// where UE's version takes a mutex.
+//
+//   struct link { subsequent_list_hook<link> hook; task* waiting; };
+//   if (!prerequisite.subsequents.push_if_not_closed(&edge)) { /* already complete */ }
+//   for (link* each = list.close(); each != nullptr; each = next_of(each)) unlock(each->waiting);
+//
+// Nodes are intrusive (`Node::hook`) and owned by the caller; the list never allocates.
+// close() hands back the nodes newest first. test/model/subsequent_list_model.cpp
+// model-checks push_if_not_closed against close() under Relacy, with a mutant.
+#pragma once
+
+#include <magpie/detail/atomics.h>
+
+#include <cstdint>
+
+namespace magpie::detail {
+
+// subsequent_list_hook is the link a node carries; put one in the node type as `hook`.
+template <class Node, class Atomics = std_atomics>
+struct subsequent_list_hook {
+  typename Atomics::template atomic<Node*> next{nullptr};
+};
+
+// subsequent_list is a lock-free, closable, intrusive stack of `Node`s.
+template <class Node, class Atomics = std_atomics>
+class subsequent_list {
+ public:
+  subsequent_list() = default;
+  subsequent_list(const subsequent_list&) = delete;
+  subsequent_list& operator=(const subsequent_list&) = delete;
+
+  // push_if_not_closed adds `node` and returns true, or returns false (leaving `node`
+  // untouched by the list) if close() already ran.
+  bool push_if_not_closed(Node* node) noexcept {
+    Node* head = head_.load(std::memory_order_relaxed);  // relaxed: only a guess for the CAS below
+    do {
+      if (head == closed()) return false;
+      node->hook.next.store(head, std::memory_order_relaxed);  // relaxed: published by the release CAS
+    } while (!head_.compare_exchange_weak(head, node,
+                                          std::memory_order_release,    // release: pairs with close()'s acquire
+                                          std::memory_order_relaxed));  // relaxed: we only retry
+    return true;
+  }
+
+  // close makes every later push fail and returns the nodes pushed before, newest first
+  // (nullptr if none). Walk them with next_of(). Calling it twice returns nullptr.
+  Node* close() noexcept {
+    Node* taken = head_.exchange(closed(), std::memory_order_acquire);  // acquire: pairs with the pushers' release CAS
+    return taken == closed() ? nullptr : taken;
+  }
+
+  // is_closed says whether close() has run.
+  bool is_closed() const noexcept {
+    return head_.load(std::memory_order_acquire) == closed();  // acquire: a caller that sees "closed" sees what preceded close()
+  }
+
+  // next_of is the node pushed before `node`, in a list returned by close().
+  static Node* next_of(Node* node) noexcept {
+    return node->hook.next.load(std::memory_order_relaxed);  // relaxed: close()'s acquire already ordered it
+  }
+
+ private:
+  // closed is a sentinel address no real node can have.
+  static Node* closed() noexcept { return reinterpret_cast<Node*>(std::uintptr_t{1}); }
+
+  typename Atomics::template atomic<Node*> head_{nullptr};
+};
+
+}  // namespace magpie::detail

@@ -1,0 +1,85 @@
+// Tests for include/magpie/detail/subsequent_list.h — the closable lock-free list.
+#include <magpie/detail/subsequent_list.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using magpie::detail::subsequent_list;
+using magpie::detail::subsequent_list_hook;
+
+namespace {
+struct node {
+  subsequent_list_hook<node> hook;
+  int value = 0;
+};
+
+std::vector<int> values_of(node* first) {
+  std::vector<int> values;
+  for (node* each = first; each != nullptr; each = subsequent_list<node>::next_of(each)) values.push_back(each->value);
+  return values;
+}
+}  // namespace
+
+TEST_SUITE("subsequent_list") {
+
+TEST_CASE("subsequent_list: close returns every pushed node, newest first") {
+  subsequent_list<node> list;
+  node nodes[3];
+  for (int i = 0; i < 3; ++i) {
+    nodes[i].value = i;
+    CHECK(list.push_if_not_closed(&nodes[i]));
+  }
+  CHECK_FALSE(list.is_closed());
+  CHECK(values_of(list.close()) == std::vector<int>{2, 1, 0});
+  CHECK(list.is_closed());
+}
+
+TEST_CASE("subsequent_list: a push after close fails and leaves the node alone") {
+  subsequent_list<node> list;
+  CHECK(list.close() == nullptr);
+  node late;
+  late.value = 7;
+  CHECK_FALSE(list.push_if_not_closed(&late));
+  CHECK(late.hook.next.load() == nullptr);
+  CHECK(list.close() == nullptr);  // closing twice hands nothing back the second time
+}
+
+}  // TEST_SUITE("subsequent_list")
+
+TEST_CASE("subsequent_list: racing pushers and a closer — every successful push is handed back once" *
+          doctest::test_suite("stress")) {
+  constexpr int pushers = 4;
+  constexpr int per_pusher = 2000;
+  for (int repeat = 0; repeat < 50 * magpie::test::stress_repeat(); ++repeat) {
+    subsequent_list<node> list;
+    std::vector<node> nodes(pushers * per_pusher);
+    std::vector<char> accepted(nodes.size(), 0);
+    std::atomic<int> started{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < pushers; ++p) {
+      threads.emplace_back([&, p] {
+        started.fetch_add(1);
+        for (int i = 0; i < per_pusher; ++i) {
+          std::size_t index = static_cast<std::size_t>(p * per_pusher + i);
+          nodes[index].value = static_cast<int>(index);
+          accepted[index] = list.push_if_not_closed(&nodes[index]) ? 1 : 0;
+        }
+      });
+    }
+    while (started.load() < pushers) std::this_thread::yield();
+    std::vector<int> handed_back = values_of(list.close());
+    for (auto& thread : threads) thread.join();
+    std::sort(handed_back.begin(), handed_back.end());
+    std::vector<int> expected;
+    for (std::size_t i = 0; i < accepted.size(); ++i) {
+      if (accepted[i] != 0) expected.push_back(static_cast<int>(i));
+    }
+    REQUIRE(handed_back == expected);
+  }
+}
