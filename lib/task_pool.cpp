@@ -1,0 +1,192 @@
+// The task memory pool; see include/magpie/detail/task_pool.h for the design.
+#include <magpie/detail/task_pool.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define MAGPIE_POISON(address, size) ASAN_POISON_MEMORY_REGION(address, size)
+#define MAGPIE_UNPOISON(address, size) ASAN_UNPOISON_MEMORY_REGION(address, size)
+#else
+#define MAGPIE_POISON(address, size) ((void)(address), (void)(size))
+#define MAGPIE_UNPOISON(address, size) ((void)(address), (void)(size))
+#endif
+
+namespace magpie::detail::task_pool {
+
+namespace {
+
+constexpr std::size_t slab_size = 64 * 1024;
+constexpr std::array<std::size_t, 4> class_sizes = {64, 128, 256, 512};
+
+struct free_block {
+  free_block* next;
+};
+
+struct heap;
+
+// slab_header sits at the start of every 64 KiB-aligned slab: it names the owning heap,
+// so any thread can find where a block goes back to.
+struct alignas(64) slab_header {
+  heap* owner;
+  std::size_t class_index;
+};
+
+struct size_class {
+  free_block* local = nullptr;                 // owner thread only
+  std::atomic<free_block*> returned{nullptr};  // pushed by other threads, taken whole by the owner
+};
+
+struct heap {
+  std::array<size_class, class_sizes.size()> classes;
+  // Counts for live_blocks(): the first two are written only by the owning thread.
+  std::atomic<std::int64_t> allocated{0};
+  std::atomic<std::int64_t> freed_here{0};
+  std::atomic<std::int64_t> freed_elsewhere{0};
+  heap* next_parked = nullptr;  // in the parked list while no thread owns this heap
+  heap* next_created = nullptr; // in the list of every heap, for live_blocks()
+};
+
+void bump(std::atomic<std::int64_t>& owner_only_counter) noexcept {
+  // relaxed: a statistic with a single writer, so load+store instead of a locked add
+  owner_only_counter.store(owner_only_counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+std::atomic<heap*> every_heap{nullptr};
+
+// Heaps of exited threads wait here for adoption. This runs once per thread start and
+// exit, never per block, so a small spinlock is enough.
+std::atomic_flag parked_lock = ATOMIC_FLAG_INIT;
+heap* parked_heaps = nullptr;
+
+void lock_parked() noexcept {
+  while (parked_lock.test_and_set(std::memory_order_acquire)) {  // acquire: pairs with unlock_parked's release
+  }
+}
+void unlock_parked() noexcept { parked_lock.clear(std::memory_order_release); }  // release: pairs with lock_parked's acquire
+
+heap* adopt_or_create() {
+  lock_parked();
+  heap* adopted = parked_heaps;
+  if (adopted != nullptr) parked_heaps = adopted->next_parked;
+  unlock_parked();
+  if (adopted != nullptr) return adopted;
+  auto* fresh = new heap();
+  fresh->next_created = every_heap.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
+  while (!every_heap.compare_exchange_weak(fresh->next_created, fresh,
+                                           std::memory_order_release,    // release: live_blocks' acquire sees the heap whole
+                                           std::memory_order_relaxed)) {  // relaxed: we only retry
+  }
+  return fresh;
+}
+
+// thread_heap is the calling thread's heap, parked again when the thread exits.
+struct thread_heap {
+  heap* mine = nullptr;
+  heap& get() {
+    if (mine == nullptr) mine = adopt_or_create();
+    return *mine;
+  }
+  ~thread_heap() {
+    if (mine == nullptr) return;
+    lock_parked();
+    mine->next_parked = parked_heaps;
+    parked_heaps = mine;
+    unlock_parked();
+    mine = nullptr;  // later frees on this thread take the "elsewhere" path
+  }
+};
+
+thread_local thread_heap this_thread_heap;
+
+std::size_t class_of(std::size_t size) noexcept {
+  std::size_t index = 0;
+  while (class_sizes[index] < size) ++index;
+  return index;
+}
+
+slab_header* slab_of(void* block) noexcept {
+  return reinterpret_cast<slab_header*>(reinterpret_cast<std::uintptr_t>(block) & ~(slab_size - 1));
+}
+
+// refill gives the owner's list more blocks: first those other threads returned, else a
+// fresh slab, its blocks aligned to their size after the header.
+void refill(heap& owner, std::size_t index) {
+  size_class& blocks = owner.classes[index];
+  // acquire: pairs with the release CAS in deallocate, so the returned blocks' links are visible
+  blocks.local = blocks.returned.exchange(nullptr, std::memory_order_acquire);
+  if (blocks.local != nullptr) return;
+  void* memory = std::aligned_alloc(slab_size, slab_size);
+  if (memory == nullptr) throw std::bad_alloc();
+  new (memory) slab_header{&owner, index};
+  std::size_t block_size = class_sizes[index];
+  std::size_t first = (sizeof(slab_header) + block_size - 1) / block_size;
+  std::size_t count = slab_size / block_size;
+  char* base = static_cast<char*>(memory);
+  free_block* list = nullptr;
+  for (std::size_t i = count; i-- > first;) {
+    auto* block = reinterpret_cast<free_block*>(base + i * block_size);
+    block->next = list;
+    list = block;
+    MAGPIE_POISON(base + i * block_size + sizeof(free_block), block_size - sizeof(free_block));
+  }
+  blocks.local = list;
+}
+
+}  // namespace
+
+void* allocate(std::size_t size) {
+  if (size > largest_pooled) return ::operator new(size);
+  std::size_t index = class_of(size);
+  heap& mine = this_thread_heap.get();
+  size_class& blocks = mine.classes[index];
+  if (blocks.local == nullptr) refill(mine, index);
+  free_block* block = blocks.local;
+  blocks.local = block->next;
+  MAGPIE_UNPOISON(block, class_sizes[index]);
+  bump(mine.allocated);
+  return block;
+}
+
+void deallocate(void* memory, std::size_t size) noexcept {
+  if (memory == nullptr) return;
+  if (size > largest_pooled) {
+    ::operator delete(memory);
+    return;
+  }
+  slab_header* slab = slab_of(memory);
+  heap& owner = *slab->owner;
+  std::size_t block_size = class_sizes[slab->class_index];
+  auto* block = static_cast<free_block*>(memory);
+  MAGPIE_POISON(static_cast<char*>(memory) + sizeof(free_block), block_size - sizeof(free_block));
+  size_class& blocks = owner.classes[slab->class_index];
+  if (&owner == this_thread_heap.mine) {
+    block->next = blocks.local;
+    blocks.local = block;
+    bump(owner.freed_here);
+    return;
+  }
+  owner.freed_elsewhere.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+  free_block* head = blocks.returned.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
+  do {
+    block->next = head;
+  } while (!blocks.returned.compare_exchange_weak(head, block,
+                                                  std::memory_order_release,    // release: pairs with refill's acquire
+                                                  std::memory_order_relaxed));  // relaxed: we only retry
+}
+
+std::int64_t live_blocks() noexcept {
+  std::int64_t live = 0;
+  // acquire: pairs with adopt_or_create's release CAS
+  for (heap* each = every_heap.load(std::memory_order_acquire); each != nullptr; each = each->next_created) {
+    live += each->allocated.load(std::memory_order_relaxed) -        // relaxed: statistics
+            each->freed_here.load(std::memory_order_relaxed) -       // relaxed: statistics
+            each->freed_elsewhere.load(std::memory_order_relaxed);   // relaxed: statistics
+  }
+  return live;
+}
+
+}  // namespace magpie::detail::task_pool

@@ -1,0 +1,117 @@
+// Tests for include/magpie/detail/task_pool.h — per-thread pools with cross-thread frees.
+#include <magpie/detail/task_pool.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace pool = magpie::detail::task_pool;
+
+TEST_SUITE("task_pool") {
+
+TEST_CASE("task_pool: blocks are distinct, 64-byte aligned and writable, and come back for reuse") {
+  std::int64_t before = pool::live_blocks();
+  for (std::size_t size : {1u, 48u, 64u, 100u, 200u, 512u}) {
+    CAPTURE(size);
+    std::vector<void*> blocks;
+    std::set<void*> distinct;
+    for (int i = 0; i < 3000; ++i) {  // more than one slab's worth
+      void* block = pool::allocate(size);
+      REQUIRE(reinterpret_cast<std::uintptr_t>(block) % 64 == 0);
+      std::memset(block, 0xab, size);
+      blocks.push_back(block);
+      distinct.insert(block);
+    }
+    CHECK(distinct.size() == blocks.size());
+    CHECK(pool::live_blocks() == before + 3000);
+    for (void* block : blocks) pool::deallocate(block, size);
+    CHECK(pool::live_blocks() == before);
+    void* again = pool::allocate(size);
+    CHECK(distinct.count(again) == 1);  // the most recently freed block is reused
+    pool::deallocate(again, size);
+  }
+}
+
+TEST_CASE("task_pool: requests above the largest class go to operator new") {
+  std::int64_t before = pool::live_blocks();
+  void* big = pool::allocate(pool::largest_pooled + 1);
+  std::memset(big, 0, pool::largest_pooled + 1);
+  CHECK(pool::live_blocks() == before);
+  pool::deallocate(big, pool::largest_pooled + 1);
+}
+
+TEST_CASE("task_pool: blocks freed on another thread return to their owner's pool") {
+  std::int64_t before = pool::live_blocks();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i) blocks.push_back(pool::allocate(64));
+  std::thread other([&] {
+    for (void* block : blocks) pool::deallocate(block, 64);
+  });
+  other.join();
+  CHECK(pool::live_blocks() == before);
+  // Exhaust the local list; the returned ones must then come back (no fresh slab needed
+  // for them to be found again).
+  std::set<void*> returned(blocks.begin(), blocks.end());
+  std::vector<void*> again;
+  std::size_t reused = 0;
+  for (int i = 0; i < 4000; ++i) {
+    again.push_back(pool::allocate(64));
+    reused += returned.count(again.back());
+  }
+  CHECK(reused == returned.size());
+  for (void* block : again) pool::deallocate(block, 64);
+}
+
+TEST_CASE("task_pool: a thread's heap is adopted after the thread exits") {
+  std::int64_t before = pool::live_blocks();
+  void* survivor = nullptr;
+  std::thread first([&] { survivor = pool::allocate(128); });
+  first.join();
+  std::thread second([&] {
+    void* block = pool::allocate(128);
+    pool::deallocate(block, 128);
+  });
+  second.join();
+  pool::deallocate(survivor, 128);  // freed long after its thread ended
+  CHECK(pool::live_blocks() == before);
+}
+
+}  // TEST_SUITE("task_pool")
+
+TEST_CASE("task_pool: producers allocate, consumers free, every block exactly once" *
+          doctest::test_suite("stress")) {
+  constexpr int per_producer = 20'000;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    std::int64_t before = pool::live_blocks();
+    std::vector<std::atomic<void*>> handoff(2 * per_producer);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        for (int i = 0; i < per_producer; ++i) {
+          void* block = pool::allocate(256);
+          std::memset(block, p, 256);
+          handoff[static_cast<std::size_t>(p * per_producer + i)].store(block, std::memory_order_release);  // release: pairs with the consumer's acquire
+          if (i % 7 == 0) pool::deallocate(pool::allocate(64), 64);  // interleave local traffic
+        }
+      });
+    }
+    for (int c = 0; c < 2; ++c) {
+      threads.emplace_back([&, c] {
+        for (std::size_t i = static_cast<std::size_t>(c); i < handoff.size(); i += 2) {
+          void* block = nullptr;
+          while ((block = handoff[i].load(std::memory_order_acquire)) == nullptr) std::this_thread::yield();  // acquire: pairs with the producer
+          pool::deallocate(block, 256);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(pool::live_blocks() == before);
+  }
+}
