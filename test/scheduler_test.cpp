@@ -7,10 +7,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <functional>
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -412,6 +414,74 @@ TEST_CASE("scheduler: launches from many threads while workers steal, all run ex
       help_until(pool, [&] { return ran.load() == 3 * (2000 + tree_size(3, 3)); });
       wait_until_all_parked(pool);
       CHECK(ran.load() == 3 * (2000 + tree_size(3, 3)));
+    }
+  }
+}
+
+TEST_CASE("scheduler: a random mix of launches, priorities, named-thread sends and helping from several threads" *
+          doctest::test_suite("stress")) {
+  // Replay a failure with MAGPIE_SEED=<the seed printed below>.
+  const char* seed_text = std::getenv("MAGPIE_SEED");
+  const std::uint64_t seed = seed_text != nullptr ? std::strtoull(seed_text, nullptr, 10) : std::random_device{}();
+  CAPTURE(seed);
+  for (int repeat = 0; repeat < stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 3u, 8u}) {
+      CAPTURE(workers);
+      scheduler pool(pool_of(workers, 1));
+      constexpr int actors = 3;
+      constexpr int actions_per_actor = 3000;
+      std::atomic<int> launched{0};
+      std::atomic<int> ran{0};
+      std::atomic<bool> game_ready{false};
+      std::thread game([&] {
+        pool.attach(magpie::named_thread::game);
+        game_ready.store(true);
+        pool.process_until_request_return(magpie::named_thread::game);
+        pool.detach();
+      });
+      wait_until([&] { return game_ready.load(); });
+      auto count_run = [&] { ran.fetch_add(1, std::memory_order_relaxed); };  // relaxed: compared after all joins
+      std::vector<std::thread> threads;
+      for (int actor = 0; actor < actors; ++actor) {
+        threads.emplace_back([&, actor] {
+          std::mt19937_64 random(seed + static_cast<std::uint64_t>(actor));
+          for (int step = 0; step < actions_per_actor; ++step) {
+            switch (random() % 6) {
+              case 0:
+                launched.fetch_add(1);
+                launch(pool, count_run, priority::high);
+                break;
+              case 1:
+                launched.fetch_add(2);
+                launch(pool, [&] {  // a job that launches a child from wherever it runs
+                  count_run();
+                  launch(*scheduler::current(), count_run);
+                });
+                break;
+              case 2:
+                launched.fetch_add(1);
+                launch(pool, count_run, static_cast<priority>(2 + random() % 3));
+                break;
+              case 3:
+                launched.fetch_add(1);
+                launch_on(pool, magpie::named_thread::game, count_run, magpie::thread_queue::main, random() % 2 == 0);
+                break;
+              case 4:
+                pool.try_run_one();
+                break;
+              default:
+                launched.fetch_add(1);
+                launch(pool, count_run);
+                break;
+            }
+          }
+        });
+      }
+      for (auto& thread : threads) thread.join();
+      help_until(pool, [&] { return ran.load() == launched.load(); });
+      pool.request_return(magpie::named_thread::game);
+      game.join();
+      CHECK(ran.load() == launched.load());
     }
   }
 }

@@ -4,6 +4,7 @@
 #include "../common/harness.h"
 
 #include <magpie/detail/atomics.h>
+#include <magpie/detail/task_pool.h>
 #include <magpie/scheduler.h>
 
 #include <atomic>
@@ -11,7 +12,14 @@
 
 namespace {
 
-struct empty_job : magpie::detail::work_item {
+// pooled gives a job type magpie's task memory pool, as the task model's tasks will have
+// (oneTBB's task_group allocates from its own small-object pool too).
+struct pooled {
+  static void* operator new(std::size_t size) { return magpie::detail::task_pool::allocate(size); }
+  static void operator delete(void* memory, std::size_t size) { magpie::detail::task_pool::deallocate(memory, size); }
+};
+
+struct empty_job : magpie::detail::work_item, pooled {
   explicit empty_job(std::atomic<std::uint64_t>& counter) : done(&counter) {
     handler = &handle;
     name = "empty";
@@ -25,7 +33,7 @@ struct empty_job : magpie::detail::work_item {
 };
 
 // fan_out_job launches `count` empty jobs from wherever it runs (a worker: its deque).
-struct fan_out_job : magpie::detail::work_item {
+struct fan_out_job : magpie::detail::work_item, pooled {
   fan_out_job(std::uint64_t jobs, std::atomic<std::uint64_t>& counter) : count(jobs), done(&counter) {
     handler = &handle;
     name = "fan out";
