@@ -10,7 +10,7 @@ trap 'rm -rf "$scratch"' EXIT
 meson install -C "$build" --destdir "$scratch/root" --quiet >/dev/null
 prefix="$scratch/root$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
-libdir=$(dirname "$(find "$prefix" -name 'libmagpie.so' | head -n 1)")
+libdir=$(dirname "$(find "$prefix" -name 'libmagpie.so' -o -name 'libmagpie.a' | head -n 1)")
 
 cmake -S "$root/test/install" -B "$scratch/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$scratch/cmake" >/dev/null
