@@ -38,20 +38,25 @@ class subsequent_list {
   // push_if_not_closed adds `node` and returns true, or returns false (leaving `node`
   // untouched by the list) if close() already ran.
   bool push_if_not_closed(Node* node) noexcept {
-    Node* head = head_.load(std::memory_order_relaxed);  // relaxed: only a guess for the CAS below
+    // acquire: if this reads "closed", it pairs with close()'s release, so the caller
+    // sees what the closer did first (a completed task's result)
+    Node* head = head_.load(std::memory_order_acquire);
     do {
       if (head == closed()) return false;
       node->hook.next.store(head, std::memory_order_relaxed);  // relaxed: published by the release CAS
-    } while (!head_.compare_exchange_weak(head, node,
-                                          std::memory_order_release,    // release: pairs with close()'s acquire
-                                          std::memory_order_relaxed));  // relaxed: we only retry
+    // acq_rel on success: the release half pairs with close()'s acquire (the closer sees the
+    // node whole); acquire on failure: as the load above, when the CAS reads "closed" (kept
+    // no stronger than the success order, as C++11 and the Relacy model require)
+    } while (!head_.compare_exchange_weak(head, node, std::memory_order_acq_rel, std::memory_order_acquire));
     return true;
   }
 
   // close makes every later push fail and returns the nodes pushed before, newest first
   // (nullptr if none). Walk them with next_of(). Calling it twice returns nullptr.
   Node* close() noexcept {
-    Node* taken = head_.exchange(closed(), std::memory_order_acquire);  // acquire: pairs with the pushers' release CAS
+    // acq_rel: acquire pairs with the pushers' release CAS (their nodes are whole); release
+    // pairs with a later pusher's acquire that finds the list closed
+    Node* taken = head_.exchange(closed(), std::memory_order_acq_rel);
     return taken == closed() ? nullptr : taken;
   }
 

@@ -1,0 +1,87 @@
+// Layer 1 — the `num_locks` word at the heart of a task (DESIGN §3).
+//
+// Before execution the low bits count locks: 1 launch lock from creation, plus one per
+// unfinished prerequisite. Whoever removes the last lock makes the task ready (and
+// schedules it). Execution starts by setting the high bit with a CAS from exactly 0 — the
+// scheduler and a retracting waiter race for it, and one wins. From then on the low bits
+// count 1 (the body itself) plus each unfinished nested task; whoever removes the last of
+// those completes the task.
+//
+//   task_state state;                        // 1 launch lock
+//   state.add_locks(k);                      // before launch: one per prerequisite
+//   if (state.unlock()) schedule(task);      // launch, or a prerequisite completing
+//   if (state.try_begin_execution()) {       // a worker, or a waiter retracting it
+//     run body; (add_nested_lock() for each nested task, release_part() when it completes)
+//     if (state.release_part()) complete(task);
+//   }
+//
+// test/model/task_state_model.cpp checks launch vs the last prerequisite vs a retracting
+// waiter vs a nested task completing elsewhere under Relacy: one execution, one
+// completion, and the prerequisite's result visible to the body.
+#pragma once
+
+#include <magpie/detail/atomics.h>
+
+#include <cstdint>
+
+namespace magpie::detail {
+
+// task_state is a task's atomic `num_locks` word and its transitions.
+template <class Atomics = std_atomics>
+class task_state {
+ public:
+  // execution_flag is the high bit: set once execution has begun.
+  static constexpr std::uint32_t execution_flag = std::uint32_t{1} << 31;
+
+  // add_locks adds `count` locks; only before launch, by the launching thread.
+  void add_locks(std::uint32_t count) noexcept {
+    // relaxed: the locks are published with the task, by the release that hands the task
+    // to a prerequisite's subsequent list; and the launch lock keeps the count above zero
+    num_locks_.fetch_add(count, std::memory_order_relaxed);
+  }
+
+  // unlock removes one lock and returns true when it was the last: the task is now ready
+  // and the caller must schedule (or run) it.
+  bool unlock() noexcept {
+    // acq_rel: every unlocker publishes what it did first (a prerequisite's result); the
+    // last one acquires all of it for the body that runs after
+    return num_locks_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+
+  // try_begin_execution claims the right to run the body; false if the task is still
+  // locked or someone else claimed it.
+  bool try_begin_execution() noexcept {
+    std::uint32_t ready = 0;
+    return num_locks_.compare_exchange_strong(ready, execution_flag | 1,
+                                              std::memory_order_acquire,    // acquire: sees what the unlockers published
+                                              std::memory_order_relaxed);   // relaxed: the loser does nothing
+  }
+
+  // add_nested_lock holds completion until one more nested task completes; only from the
+  // running body, which itself holds a lock, so the count cannot reach zero meanwhile.
+  void add_nested_lock() noexcept {
+    num_locks_.fetch_add(1, std::memory_order_relaxed);  // relaxed: published by the nested task's list push (release)
+  }
+
+  // release_part ends the body or one nested task, and returns true when that was the
+  // last part: the caller completes the task.
+  bool release_part() noexcept {
+    // acq_rel: the completer sees everything the body and every nested task did
+    return num_locks_.fetch_sub(1, std::memory_order_acq_rel) == (execution_flag | 1);
+  }
+
+  // has_begun says whether execution has begun (or finished).
+  bool has_begun() const noexcept {
+    return (num_locks_.load(std::memory_order_acquire) & execution_flag) != 0;  // acquire: pairs with try_begin_execution
+  }
+
+  // raw is the word itself, for tests and diagnostics.
+  std::uint32_t raw() const noexcept {
+    return num_locks_.load(std::memory_order_relaxed);  // relaxed: a snapshot for tests
+  }
+
+ private:
+  typename Atomics::template atomic<std::uint32_t> num_locks_{1};
+};
+
+}  // namespace magpie::detail

@@ -1,0 +1,107 @@
+// Relacy model of include/magpie/detail/task_state.h with the subsequent list: task X
+// has one prerequisite P and one nested task N.
+//   thread 0: adds X's prerequisite lock, registers X with P, launches X;
+//   thread 1: completes P (writes P's result, closes P's list, unlocks X);
+//   thread 2: completes N (closes N's list, releases X's nested part), then tries to
+//             retract X (run it if it is ready and nobody claimed it).
+// Whoever makes X ready tries to run it. X's body reads P's result, registers as N's
+// parent (add_nested_lock + push, or release at once if N already completed), returns.
+// Must hold: X runs exactly once, completes exactly once, and its body sees P's result.
+//
+// Mutant (run with --mutant=release_to_relaxed, must fail): without the releases, X's body
+// can read P's result before P wrote it.
+#include <magpie/detail/subsequent_list.h>
+#include <magpie/detail/task_state.h>
+
+#include "relacy_atomics.h"
+
+namespace magpie::model {
+
+template <weakening W>
+struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
+  using atomics = relacy_atomics<W>;
+  using state_type = detail::task_state<atomics>;
+
+  struct edge {
+    detail::subsequent_list_hook<edge, atomics> hook;
+    bool nested = false;  // true: releases X's nested part; false: unlocks X
+  };
+  using list_type = detail::subsequent_list<edge, atomics>;
+
+  state_type x;
+  list_type p_subsequents;
+  list_type n_subsequents;
+  edge x_waits_for_p;
+  edge x_nests_n;
+  typename atomics::template atomic<int> p_result;  // uninitialised until P writes it
+  int ran[3] = {0, 0, 0};
+  int completed[3] = {0, 0, 0};
+  int seen_result = 0;
+
+  void body(unsigned thread) {
+    ++ran[thread];
+    seen_result = p_result.load(std::memory_order::relaxed);
+    x_nests_n.nested = true;
+    x.add_nested_lock();
+    if (!n_subsequents.push_if_not_closed(&x_nests_n)) {
+      if (x.release_part()) ++completed[thread];  // N had already completed
+    }
+    if (x.release_part()) ++completed[thread];
+  }
+
+  void run_if_ready(unsigned thread) {
+    if (x.try_begin_execution()) body(thread);
+  }
+
+  void resolve(list_type& list, unsigned thread) {
+    for (edge* each = list.close(); each != nullptr; each = list_type::next_of(each)) {
+      if (each->nested) {
+        if (x.release_part()) ++completed[thread];
+      } else if (x.unlock()) {
+        run_if_ready(thread);
+      }
+    }
+  }
+
+  void thread(unsigned index) {
+    switch (index) {
+      case 0:
+        x.add_locks(1);
+        if (!p_subsequents.push_if_not_closed(&x_waits_for_p)) x.unlock();  // P already done
+        if (x.unlock()) run_if_ready(0);  // the launch
+        break;
+      case 1:
+        p_result.store(42, std::memory_order::relaxed);
+        resolve(p_subsequents, 1);
+        break;
+      default:
+        resolve(n_subsequents, 2);
+        run_if_ready(2);  // retraction: only wins if X is ready and unclaimed
+        break;
+    }
+  }
+
+  void after() {
+    RL_ASSERT(ran[0] + ran[1] + ran[2] == 1);
+    RL_ASSERT(completed[0] + completed[1] + completed[2] == 1);
+    RL_ASSERT(seen_result == 42);
+    RL_ASSERT(x.raw() == state_type::execution_flag);
+  }
+};
+
+}  // namespace magpie::model
+
+int main(int argc, char** argv) {
+  using magpie::model::weakening;
+  switch (magpie::model::weakening_from_args(argc, argv)) {
+    case weakening::none:
+      return magpie::model::run_model<magpie::model::task_state_model<weakening::none>>("task_state", 200000);
+    case weakening::release_to_relaxed:
+      return magpie::model::run_model<magpie::model::task_state_model<weakening::release_to_relaxed>>(
+          "task_state mutant release_to_relaxed", 200000);
+    case weakening::seq_cst_to_acq_rel:
+      return magpie::model::run_model<magpie::model::task_state_model<weakening::seq_cst_to_acq_rel>>(
+          "task_state mutant seq_cst_to_acq_rel", 200000);
+  }
+  return 2;
+}

@@ -1,0 +1,91 @@
+// Tests for include/magpie/detail/task_state.h — the num_locks transitions, one rule each.
+#include <magpie/detail/task_state.h>
+
+#include "support.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using state = magpie::detail::task_state<>;
+
+TEST_SUITE("task_state") {
+
+TEST_CASE("task_state: a new task holds the launch lock and cannot begin") {
+  state task;
+  CHECK(task.raw() == 1);
+  CHECK_FALSE(task.try_begin_execution());
+  CHECK_FALSE(task.has_begun());
+  CHECK(task.unlock());  // the launch makes it ready
+  CHECK(task.try_begin_execution());
+  CHECK(task.has_begun());
+}
+
+TEST_CASE("task_state: only the last of the prerequisites and the launch makes it ready") {
+  state task;
+  task.add_locks(2);
+  CHECK_FALSE(task.unlock());  // first prerequisite
+  CHECK_FALSE(task.unlock());  // the launch
+  CHECK_FALSE(task.try_begin_execution());
+  CHECK(task.unlock());        // last prerequisite
+  CHECK(task.try_begin_execution());
+}
+
+TEST_CASE("task_state: execution is claimed once — a second claim (a late retraction) fails") {
+  state task;
+  REQUIRE(task.unlock());
+  CHECK(task.try_begin_execution());
+  CHECK_FALSE(task.try_begin_execution());
+}
+
+TEST_CASE("task_state: the task completes when the body and every nested task are done") {
+  state task;
+  REQUIRE(task.unlock());
+  REQUIRE(task.try_begin_execution());
+  task.add_nested_lock();
+  task.add_nested_lock();
+  CHECK_FALSE(task.release_part());  // the body returns
+  CHECK_FALSE(task.release_part());  // first nested task completes
+  CHECK(task.release_part());        // the last one completes the parent
+  CHECK(task.raw() == state::execution_flag);
+}
+
+}  // TEST_SUITE("task_state")
+
+TEST_CASE("task_state: racing unlockers and claimers — one ready, one execution, one completion" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < 500 * magpie::test::stress_repeat(); ++repeat) {
+    state task;
+    constexpr int prerequisites = 3;
+    task.add_locks(prerequisites);
+    std::atomic<int> made_ready{0};
+    std::atomic<int> executed{0};
+    std::atomic<int> completed{0};
+    auto claim_and_run = [&] {
+      if (!task.try_begin_execution()) return;
+      executed.fetch_add(1);
+      task.add_nested_lock();
+      if (task.release_part()) completed.fetch_add(1);  // the body
+      if (task.release_part()) completed.fetch_add(1);  // the nested task
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i <= prerequisites; ++i) {  // three prerequisites and the launch
+      threads.emplace_back([&] {
+        if (task.unlock()) {
+          made_ready.fetch_add(1);
+          claim_and_run();
+        }
+      });
+    }
+    threads.emplace_back([&] {  // a waiter retracting while the others race
+      for (int attempt = 0; attempt < 100 && !task.has_begun(); ++attempt) claim_and_run();
+    });
+    for (auto& thread : threads) thread.join();
+    claim_and_run();  // if nobody ran it yet, the ready task is still claimable
+    REQUIRE(made_ready.load() == 1);
+    REQUIRE(executed.load() == 1);
+    REQUIRE(completed.load() == 1);
+  }
+}
