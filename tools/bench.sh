@@ -43,7 +43,7 @@ echo
 echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d)); JSON: $run_json"
 python3 tools/bench_table.py "$run_json"
 echo
-for workload in deque event_count; do
+for workload in deque event_count delegate; do
   echo "=== $workload (magpie), median of $repetitions"
   "$dir/bench/bench_${workload}_magpie" \
     --benchmark_repetitions=$repetitions \

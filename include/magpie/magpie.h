@@ -3,5 +3,6 @@
 #pragma once
 
 #include <magpie/config.h>
+#include <magpie/delegate.h>
 #include <magpie/diagnostics.h>
 #include <magpie/scheduler.h>
