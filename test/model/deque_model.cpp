@@ -57,16 +57,5 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  using magpie::model::weakening;
-  switch (magpie::model::weakening_from_args(argc, argv)) {
-    case weakening::none:
-      return magpie::model::run_model<magpie::model::deque_model<weakening::none>>("deque", 200000);
-    case weakening::seq_cst_to_acq_rel:
-      return magpie::model::run_model<magpie::model::deque_model<weakening::seq_cst_to_acq_rel>>(
-          "deque mutant seq_cst_to_acq_rel", 200000);
-    case weakening::release_to_relaxed:
-      return magpie::model::run_model<magpie::model::deque_model<weakening::release_to_relaxed>>(
-          "deque mutant release_to_relaxed", 200000);
-  }
-  return 2;
+  return magpie::model::model_main<magpie::model::deque_model>(argc, argv, "deque");
 }

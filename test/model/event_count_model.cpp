@@ -58,19 +58,5 @@ struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  using magpie::model::weakening;
-  switch (magpie::model::weakening_from_args(argc, argv)) {
-    case weakening::none:
-      return magpie::model::run_model<magpie::model::event_count_model<weakening::none>>(
-          "event_count", 200000);
-    case weakening::seq_cst_to_acq_rel:
-      return magpie::model::run_model<
-          magpie::model::event_count_model<weakening::seq_cst_to_acq_rel>>(
-          "event_count mutant seq_cst_to_acq_rel", 200000);
-    case weakening::release_to_relaxed:
-      return magpie::model::run_model<
-          magpie::model::event_count_model<weakening::release_to_relaxed>>(
-          "event_count mutant release_to_relaxed", 200000);
-  }
-  return 2;
+  return magpie::model::model_main<magpie::model::event_count_model>(argc, argv, "event_count");
 }

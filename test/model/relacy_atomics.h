@@ -17,6 +17,7 @@
 #include <sstream>
 #include <cstring>
 #include <source_location>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -178,6 +179,21 @@ int run_model(const char* name, int iterations) {
   bounded.context_bound = 2;
   std::printf("%s: context-bound scheduler (bound 2)\n", name);
   return rl::simulate<Model>(bounded) ? 0 : 1;
+}
+
+// model_main is each model's main(): it runs Model<none>, or the mutant the command line
+// names (--mutant=seq_cst_to_acq_rel | release_to_relaxed), and returns the exit code.
+template <template <weakening> class Model>
+int model_main(int argc, char** argv, const std::string& name, int iterations = 200000) {
+  switch (weakening_from_args(argc, argv)) {
+    case weakening::none:
+      return run_model<Model<weakening::none>>(name.c_str(), iterations);
+    case weakening::seq_cst_to_acq_rel:
+      return run_model<Model<weakening::seq_cst_to_acq_rel>>((name + " mutant seq_cst_to_acq_rel").c_str(), iterations);
+    case weakening::release_to_relaxed:
+      return run_model<Model<weakening::release_to_relaxed>>((name + " mutant release_to_relaxed").c_str(), iterations);
+  }
+  return 2;
 }
 
 }  // namespace magpie::model

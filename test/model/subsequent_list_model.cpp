@@ -47,19 +47,5 @@ struct subsequent_list_model : rl::test_suite<subsequent_list_model<W>, 3> {
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  using magpie::model::weakening;
-  switch (magpie::model::weakening_from_args(argc, argv)) {
-    case weakening::none:
-      return magpie::model::run_model<magpie::model::subsequent_list_model<weakening::none>>(
-          "subsequent_list", 200000);
-    case weakening::release_to_relaxed:
-      return magpie::model::run_model<
-          magpie::model::subsequent_list_model<weakening::release_to_relaxed>>(
-          "subsequent_list mutant release_to_relaxed", 200000);
-    case weakening::seq_cst_to_acq_rel:
-      return magpie::model::run_model<
-          magpie::model::subsequent_list_model<weakening::seq_cst_to_acq_rel>>(
-          "subsequent_list mutant seq_cst_to_acq_rel", 200000);
-  }
-  return 2;
+  return magpie::model::model_main<magpie::model::subsequent_list_model>(argc, argv, "subsequent_list");
 }

@@ -92,16 +92,5 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  using magpie::model::weakening;
-  switch (magpie::model::weakening_from_args(argc, argv)) {
-    case weakening::none:
-      return magpie::model::run_model<magpie::model::task_state_model<weakening::none>>("task_state", 200000);
-    case weakening::release_to_relaxed:
-      return magpie::model::run_model<magpie::model::task_state_model<weakening::release_to_relaxed>>(
-          "task_state mutant release_to_relaxed", 200000);
-    case weakening::seq_cst_to_acq_rel:
-      return magpie::model::run_model<magpie::model::task_state_model<weakening::seq_cst_to_acq_rel>>(
-          "task_state mutant seq_cst_to_acq_rel", 200000);
-  }
-  return 2;
+  return magpie::model::model_main<magpie::model::task_state_model>(argc, argv, "task_state");
 }
