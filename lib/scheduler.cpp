@@ -208,9 +208,12 @@ void scheduler::impl::run_worker(worker& self) {
     }
 
     work_item* item = find_work(&self);
-    for (unsigned round = 0; item == nullptr && round < options.spin_rounds; ++round) {
-      for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
-      item = find_work(&self);
+    if (item == nullptr && options.spin_for.count() > 0) {
+      auto give_up = std::chrono::steady_clock::now() + options.spin_for;
+      do {
+        for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
+        item = find_work(&self);
+      } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
     }
     if (item != nullptr) {
       execute(item, &self);

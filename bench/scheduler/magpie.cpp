@@ -48,9 +48,19 @@ struct fan_out_job : magpie::detail::work_item, pooled {
   std::atomic<std::uint64_t>* done;
 };
 
+// help_until_done is the calling thread's join: it runs work while there is some, then
+// spins briefly and yields — never a pure spin, since the worker finishing the last
+// stolen job may share this core and a spinning waiter would starve it for a time slice.
 void help_until_done(magpie::scheduler& pool, const std::atomic<std::uint64_t>& done, std::uint64_t target) {
+  unsigned misses = 0;
   while (done.load(std::memory_order_acquire) < target) {  // acquire: pairs with the jobs' release
-    if (!pool.try_run_one()) magpie::detail::cpu_relax();
+    if (pool.try_run_one()) {
+      misses = 0;
+    } else if (++misses < 64) {
+      magpie::detail::cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 

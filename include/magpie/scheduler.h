@@ -17,6 +17,7 @@
 
 #include <magpie/detail/work_item.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,7 +56,10 @@ struct scheduler_options {
   unsigned workers = default_worker_count();  // foreground workers; 0 = work runs on waiting threads
   unsigned background_workers = 1;            // workers that also take background work
   std::optional<unsigned> max_standby_workers;  // cap per kind; default: that kind's pool size (UE: 2× the pool)
-  unsigned spin_rounds = 64;                  // failed scans before an idle worker parks
+  // spin_for is how long an idle worker keeps looking before it parks: long enough that a
+  // producer launching one job at a time does not pay a futex wake per job, short enough
+  // to leave an idle process at ~0 % CPU.
+  std::chrono::microseconds spin_for{50};
   std::function<void(const worker_info&)> on_worker_start;  // run on each worker thread first (names, affinity, profilers)
   std::function<void(const worker_info&)> on_worker_exit;   // run on each worker thread last
 };
