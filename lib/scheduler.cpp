@@ -76,16 +76,20 @@ void scheduler::impl::schedule(work_item* item, priority p) {
     item->handler(item, detail::work_action::discard);
     return;
   }
-  const thread_context& context = this_thread_context();
-  worker* self = context.owner == this ? context.self : nullptr;
-  if (p == priority::normal && self != nullptr && !self->standby) {
-    self->deque.push(item);
-  } else if (p == priority::normal && self == nullptr && context.owner == this && context.named >= 0) {
-    named[static_cast<std::size_t>(context.named)].deque.push(item);  // an attached thread's own deque
+  if (auto* own = p == priority::normal ? own_deque() : nullptr) {
+    own->push(item);
   } else {
     injection[index_of(p)].push(item);
   }
   wake_for(p);
+}
+
+detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque() {
+  const thread_context& context = this_thread_context();
+  if (context.owner != this) return nullptr;
+  if (context.self != nullptr) return context.self->standby ? nullptr : &context.self->deque;
+  if (context.named >= 0) return &named[static_cast<std::size_t>(context.named)].deque;  // an attached thread's own
+  return nullptr;
 }
 
 void scheduler::impl::wake_for(priority p) {
@@ -138,9 +142,8 @@ work_item* scheduler::impl::find_work(worker* self) {
 
 work_item* scheduler::impl::find_work_as_helper() {
   if (work_item* item = injection[index_of(priority::high)].try_pop()) return item;
-  const thread_context& context = this_thread_context();
-  if (context.owner == this && context.named >= 0) {
-    if (auto own = named[static_cast<std::size_t>(context.named)].deque.pop()) return *own;
+  if (auto* own = own_deque()) {  // a helper that is an attached named thread: its own deque first
+    if (auto mine = own->pop()) return *mine;
   }
   if (work_item* item = injection[index_of(priority::normal)].try_pop()) return item;
   if (work_item* item = steal(nullptr)) return item;

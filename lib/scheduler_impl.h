@@ -119,6 +119,9 @@ struct scheduler::impl {
   bool quiescent() const;
   void park_state_change(std::int64_t parked_delta);
   bool accepts_from_this_thread() const;
+  // own_deque is the deque the calling thread pushes its normal work to: a worker's own, or
+  // an attached named thread's; nullptr for standby workers and other threads.
+  detail::work_stealing_deque<work_item*>* own_deque();
   void discard_stranded_named_work();
 
   scheduler& facade;
