@@ -174,14 +174,33 @@ std::optional<named_thread> scheduler::current_named_thread() noexcept {
   return named_thread(static_cast<std::uint32_t>(index));
 }
 
+bool scheduler::impl::run_one_named_item(std::uint32_t index) {
+  named_thread_state& state = named[index];
+  for (named_queue& source : state.queues) {
+    // acquire: pairs with the release below or in process_guard, as a process call would
+    if (source.processing.exchange(true, std::memory_order_acquire)) continue;  // never re-enter a queue
+    work_item* item = pop_next(source);
+    if (item != nullptr) execute(item, nullptr);
+    source.processing.store(false, std::memory_order_release);  // release: pairs with the acquire above
+    if (item != nullptr) return true;
+  }
+  if (auto mine = state.deque.pop()) {
+    execute(*mine, nullptr);
+    return true;
+  }
+  return false;
+}
+
 void scheduler::impl::discard_stranded_named_work() {
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
     for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
       named_queue& source = named[index].queues[static_cast<std::size_t>(queue)];
       while (work_item* item = pop_next(source)) {
-        report(diagnostic_kind::never_ran, std::string("scheduler: '") + item->name + "' queued on " +
-                                               queue_name(index, queue) + " never ran: the scheduler shut down");
-        item->handler(item, detail::work_action::discard);
+        std::string name = item->name;  // the handler may free the item
+        if (item->handler(item, detail::work_action::discard)) {
+          report(diagnostic_kind::never_ran, "scheduler: '" + name + "' queued on " + queue_name(index, queue) +
+                                                 " never ran: the scheduler shut down");
+        }
       }
     }
   }

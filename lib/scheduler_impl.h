@@ -123,6 +123,9 @@ struct scheduler::impl {
   // an attached named thread's; nullptr for standby workers and other threads.
   detail::work_stealing_deque<work_item*>* own_deque();
   void discard_stranded_named_work();
+  // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
+  // skipping a queue this thread is already processing), or of its deque; on that thread.
+  bool run_one_named_item(std::uint32_t index);
 
   scheduler& facade;
   scheduler_options options;
@@ -146,5 +149,12 @@ struct scheduler::impl {
   // Bit i: named[i].deque has ever been used; thieves and shutdown look only at those.
   std::atomic<std::uint32_t> named_deques_in_use{0};
 };
+
+namespace detail {
+// scheduler_access lets the task layer reach a scheduler's state.
+struct scheduler_access {
+  static scheduler::impl& of(scheduler& facade) noexcept { return *facade.impl_; }
+};
+}  // namespace detail
 
 }  // namespace magpie

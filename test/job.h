@@ -19,7 +19,7 @@ struct job : detail::work_item {
     name = label;
   }
 
-  static void handle(detail::work_item* self, detail::work_action action) noexcept {
+  static bool handle(detail::work_item* self, detail::work_action action) noexcept {
     auto* me = static_cast<job*>(self);
     if (action == detail::work_action::run) {
       me->body();
@@ -27,6 +27,7 @@ struct job : detail::work_item {
       me->discarded->fetch_add(1);
     }
     delete me;
+    return true;
   }
 
   std::function<void()> body;

@@ -24,10 +24,11 @@ struct empty_job : magpie::detail::work_item, pooled {
     handler = &handle;
     name = "empty";
   }
-  static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+  static bool handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
     auto* me = static_cast<empty_job*>(self);
     me->done->fetch_add(1, std::memory_order_release);  // release: pairs with the waiter's acquire
     delete me;
+    return true;
   }
   std::atomic<std::uint64_t>* done;
 };
@@ -38,11 +39,12 @@ struct fan_out_job : magpie::detail::work_item, pooled {
     handler = &handle;
     name = "fan out";
   }
-  static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+  static bool handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
     auto* me = static_cast<fan_out_job*>(self);
     magpie::scheduler& pool = *magpie::scheduler::current();
     for (std::uint64_t i = 0; i < me->count; ++i) pool.schedule(new empty_job(*me->done));
     delete me;
+    return true;
   }
   std::uint64_t count;
   std::atomic<std::uint64_t>* done;
@@ -122,10 +124,11 @@ int main(int argc, char** argv) {
       std::atomic<std::int64_t> ran_at{0};
       struct stamp_job : magpie::detail::work_item {
         std::atomic<std::int64_t>* when;
-        static void handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
+        static bool handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
           auto* me = static_cast<stamp_job*>(self);
           me->when->store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);  // release: pairs with the acquire below
           delete me;
+          return true;
         }
       };
       auto* job = new stamp_job;

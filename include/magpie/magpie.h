@@ -5,4 +5,8 @@
 #include <magpie/config.h>
 #include <magpie/delegate.h>
 #include <magpie/diagnostics.h>
+#include <magpie/pipe.h>
 #include <magpie/scheduler.h>
+#include <magpie/task.h>
+#include <magpie/task_event.h>
+#include <magpie/wait.h>

@@ -27,6 +27,10 @@
 
 namespace magpie {
 
+namespace detail {
+struct scheduler_access;
+}
+
 // priority orders work: a dequeue point always takes higher priorities first. Background
 // priorities run only on background workers (and threads that help while waiting).
 enum class priority : std::uint8_t { high, normal, background_high, background_normal, background_low };
@@ -141,6 +145,11 @@ class scheduler {
   void schedule(detail::work_item* item, named_thread thread,
                 thread_queue queue = thread_queue::main, bool high_priority = false);
 
+  // launch starts `body` as a task on this scheduler and returns its handle:
+  // launch(name, body [, prerequisites] [, placement]). Defined in <magpie/task.h>.
+  template <class Body, class... Options>
+  auto launch(const char* name, Body&& body, Options&&... options);
+
   // try_run_one runs one queued item on the calling thread, if it finds one: how waiting
   // threads help, and how work runs at all with zero workers. Returns whether it ran one.
   bool try_run_one();
@@ -176,6 +185,7 @@ class scheduler {
   struct impl;
 
  private:
+  friend struct detail::scheduler_access;
   std::unique_ptr<impl> impl_;
 };
 

@@ -54,15 +54,22 @@ class subsequent_list {
   // close makes every later push fail and returns the nodes pushed before, newest first
   // (nullptr if none). Walk them with next_of(). Calling it twice returns nullptr.
   Node* close() noexcept {
-    // acq_rel: acquire pairs with the pushers' release CAS (their nodes are whole); release
-    // pairs with a later pusher's acquire that finds the list closed
-    Node* taken = head_.exchange(closed(), std::memory_order_acq_rel);
+    // seq_cst: acquire pairs with the pushers' release CAS (their nodes are whole); release
+    // pairs with a later pusher's acquire that finds the list closed; seq_cst besides
+    // orders it before the closer's look for a waiting thread (lib/task.cpp), which the
+    // waiter pairs with by setting its flag and then calling is_closed
+    Node* taken = head_.exchange(closed(), std::memory_order_seq_cst);
     return taken == closed() ? nullptr : taken;
   }
 
   // is_closed says whether close() has run.
   bool is_closed() const noexcept {
-    return head_.load(std::memory_order_acquire) == closed();  // acquire: a caller that sees "closed" sees what preceded close()
+    return head_.load(std::memory_order_seq_cst) == closed();  // seq_cst: sees what preceded close(); the waiter's half of close()'s pairing
+  }
+
+  // is_empty says whether nothing was pushed and the list is still open.
+  bool is_empty() const noexcept {
+    return head_.load(std::memory_order_acquire) == nullptr;  // acquire: pairs with the pushers' release CAS
   }
 
   // next_of is the node pushed before `node`, in a list returned by close().

@@ -42,10 +42,16 @@ class task_state {
 
   // unlock removes one lock and returns true when it was the last: the task is now ready
   // and the caller must schedule (or run) it.
-  bool unlock() noexcept {
-    // acq_rel: every unlocker publishes what it did first (a prerequisite's result); the
-    // last one acquires all of it for the body that runs after
-    return num_locks_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  bool unlock() noexcept { return release_lock() == 0; }
+
+  // release_lock removes one lock and returns how many remain (a piped task joins its
+  // pipe when only the pipe's own lock remains).
+  std::uint32_t release_lock() noexcept {
+    // seq_cst: every unlocker publishes what it did first (a prerequisite's result) and the
+    // last one acquires all of it (acq_rel would do for that); seq_cst also orders this
+    // against the unlocker's later look for a waiting thread, which a waiter pairs with
+    // by setting its flag and then reading this word (lib/task.cpp)
+    return num_locks_.fetch_sub(1, std::memory_order_seq_cst) - 1;
   }
 
   // try_begin_execution claims the right to run the body; false if the task is still
@@ -68,6 +74,11 @@ class task_state {
   bool release_part() noexcept {
     // acq_rel: the completer sees everything the body and every nested task did
     return num_locks_.fetch_sub(1, std::memory_order_acq_rel) == (execution_flag | 1);
+  }
+
+  // is_ready says whether every lock is gone and execution has not begun.
+  bool is_ready() const noexcept {
+    return num_locks_.load(std::memory_order_seq_cst) == 0;  // seq_cst: the waiter's half of release_lock's pairing
   }
 
   // has_begun says whether execution has begun (or finished).

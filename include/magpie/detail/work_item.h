@@ -19,8 +19,10 @@ enum class work_action : std::uint8_t {
 
 // work_item is an intrusive header: derive from it and set `handler`.
 struct work_item {
-  // handler runs or discards `self`; it must not throw.
-  using handler_fn = void (*)(work_item* self, work_action action) noexcept;
+  // handler runs or discards `self`; it must not throw. It returns whether it did
+  // something: false only when discarding work that already ran another way (a task a
+  // waiting thread retracted), so that there is nothing to report.
+  using handler_fn = bool (*)(work_item* self, work_action action) noexcept;
 
   handler_fn handler = nullptr;
   const char* name = "";  // for diagnostics; must outlive the item

@@ -1,0 +1,334 @@
+// Layer 3 — the task object behind every handle (DESIGN §3).
+//
+// A task is a work_item (so the scheduler can queue it) plus:
+//   * `state`: the num_locks word (detail/task_state.h) — launch lock, prerequisites,
+//     then the execution flag, the body and unfinished nested tasks;
+//   * `subsequents`: the lock-free closable list of edges to tasks waiting for it;
+//   * `references`: one 64-bit word counting all references (low half) and, among them,
+//     user handles (high half), so that dropping the last handle of an untriggered event is
+//     noticed in the same read-modify-write that drops it;
+//   * the prerequisite edges it was launched with, in the same pool block when known at
+//     launch (no second allocation), and rarely used parts (nested edges, pipe, exception)
+//     out of line in `extras`.
+//
+// Reference owners: each handle; the system, from launch until the task has run (a
+// queued task) or completed (an event or inline task); each subsequent that lists the
+// task as a prerequisite, until that subsequent starts; the edge of each nested task, on
+// its parent, until the nested task completes; a pipe's "last task" slot.
+//
+// Everything that is not a template lives in lib/task.cpp.
+#pragma once
+
+#include <magpie/detail/subsequent_list.h>
+#include <magpie/detail/task_pool.h>
+#include <magpie/detail/task_state.h>
+#include <magpie/detail/work_item.h>
+#include <magpie/scheduler.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace magpie {
+class pipe;
+}
+
+namespace magpie::detail {
+
+struct task_base;
+
+// edge_kind says what finishing an edge's prerequisite does to its subsequent.
+enum class edge_kind : std::uint8_t {
+  prerequisite,  // removes one lock
+  pipe,          // removes the pipe's lock: the previous piped task completed
+  nested,        // releases one nested part of a running parent
+  any,           // triggers a when_any event
+};
+
+// task_edge is one "subsequent waits for prerequisite" link, held in the prerequisite's
+// subsequent list.
+struct task_edge {
+  subsequent_list_hook<task_edge> hook;
+  task_base* subsequent = nullptr;
+  task_base* prerequisite = nullptr;  // nullptr: counted as completed at once
+  edge_kind kind = edge_kind::prerequisite;
+};
+
+// edge_group is a header followed by `count` edges.
+struct edge_group {
+  edge_group* next = nullptr;
+  std::uint32_t count = 0;
+  bool own_block = false;  // allocated on its own (else it trails the task in one block)
+
+  task_edge* edges() noexcept { return reinterpret_cast<task_edge*>(this + 1); }
+
+  // bytes is the size of a group of `count` edges.
+  static constexpr std::size_t bytes(std::size_t count) noexcept {
+    return sizeof(edge_group) + count * sizeof(task_edge);
+  }
+};
+
+// task_kind says what happens when a task's last lock goes.
+enum class task_kind : std::uint8_t {
+  queued,  // scheduled on its scheduler (or named thread)
+  inline_run,  // run at once by whichever thread removed the last lock
+  event,   // nothing to run: it completes
+};
+
+// task_flags are bits of task_base::flags.
+enum task_flags : std::uint8_t {
+  triggered = 1,           // a task event's trigger() ran (or its launch lock went otherwise)
+  has_waiter = 2,          // some thread blocked on it: notify on scheduling and completion
+  prerequisites_released = 4,  // the back-link references were handed over (start or retraction)
+  has_exception = 8,       // extras->exception holds what the body threw
+  exception_observed = 16, // someone asked: no unhandled-exception report at destruction
+  has_result = 32,         // the result was constructed
+};
+
+// task_op is what a task's type-specific function is asked to do.
+enum class task_op : std::uint8_t {
+  run,      // run the body, keep the result or the exception, destroy the body
+  drop_body,  // destroy the body without running it (the task never ran)
+  destroy,  // destroy the result and the object, and free its memory
+};
+
+// task_extras holds what most tasks never need.
+struct task_extras {
+  std::exception_ptr exception;
+  edge_group* nested = nullptr;  // one single-edge group per add_nested
+  edge_group* owned = nullptr;   // groups whose edges hold no reference (when_any's)
+  magpie::pipe* pipe = nullptr;
+  task_edge pipe_edge;
+};
+
+// target_none marks a task that is not bound to a named thread.
+inline constexpr std::uint8_t target_none = 0xff;
+
+struct task_base : work_item {
+  using type_fn = void (*)(task_base* self, task_op op) noexcept;
+
+  static constexpr std::uint64_t one_reference = 1;
+  static constexpr std::uint64_t one_handle = (std::uint64_t{1} << 32) | 1;  // a handle is also a reference
+
+  task_state<> state;
+  std::atomic<std::uint8_t> flags{0};
+  task_kind kind = task_kind::queued;
+  priority task_priority = priority::normal;
+  std::uint8_t target = target_none;  // named thread: index << 2 | local queue << 1 | high
+  std::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
+  subsequent_list<task_edge> subsequents;
+  scheduler::impl* owner = nullptr;
+  type_fn type = nullptr;
+  edge_group* prerequisite_groups = nullptr;  // written before launch only
+  task_extras* extras = nullptr;              // written before launch or by the running body
+  task_base* ready_next = nullptr;            // intrusive list of the completion loop
+
+  bool is_completed() const noexcept { return subsequents.is_closed(); }
+  bool has_flag(std::uint8_t bit) const noexcept {
+    return (flags.load(std::memory_order_acquire) & bit) != 0;  // acquire: pairs with set_flag's release half
+  }
+  // set_flag sets `bit` and returns whether it was already set.
+  bool set_flag(std::uint8_t bit) noexcept {
+    // seq_cst: has_waiter is one side of a Dekker pairing with release_lock / close (lib/task.cpp)
+    return (flags.fetch_or(bit, std::memory_order_seq_cst) & bit) != 0;
+  }
+  task_extras& ensure_extras();
+};
+
+// task_with_result<R> places the result at an offset independent of the body type, so a
+// task<R> handle can reach it.
+template <class R>
+struct task_with_result : task_base {
+  alignas(R) unsigned char result_storage[sizeof(R)];
+  R& result() noexcept { return *std::launder(reinterpret_cast<R*>(result_storage)); }
+};
+
+template <>
+struct task_with_result<void> : task_base {};
+
+// --- lib/task.cpp -------------------------------------------------------------------------
+
+// memory: every task block comes from the task pool; `bytes` is recorded for the free.
+void* allocate_task(std::size_t bytes);
+void free_task(void* memory, std::size_t bytes) noexcept;
+
+// add_handle / drop_handle / add_reference / release count references.
+void add_handle(task_base* task) noexcept;
+void drop_handle(task_base* task) noexcept;
+void add_reference(task_base* task) noexcept;
+void release(task_base* task) noexcept;
+
+// initialise fills in what every new task needs; `target` per task_base::target.
+void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner,
+                priority task_priority, std::uint8_t target) noexcept;
+
+// add_prerequisites registers `task` (not yet launched) behind each of `count` tasks,
+// using `group`'s edges. Null entries count as completed.
+void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
+                       edge_group* group) noexcept;
+
+// launch_task removes the launch lock (the task joins `into` first when piped); from then
+// on the system owns the task. `into` is the pipe, or nullptr.
+void launch_task(task_base* task, magpie::pipe* into) noexcept;
+
+// trigger removes a task event's launch lock once; later calls do nothing.
+void trigger(task_base* event) noexcept;
+
+// complete_now makes a freshly created task complete (make_completed_task).
+void complete_now(task_base* task) noexcept;
+
+// wait waits for `task`: retraction, a brief spin, then blocking; false on time-out.
+bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept;
+
+// try_retract_and_execute runs `task` (after its prerequisites) on this thread if it has
+// not started; true if it is complete or was run here.
+bool try_retract_and_execute(task_base* task) noexcept;
+
+// rethrow_if_failed rethrows the body's exception, marking it observed.
+void rethrow_if_failed(task_base* task);
+
+// observe_exception says whether the body threw, marking the exception observed.
+bool observe_exception(task_base* task) noexcept;
+
+// add_nested makes the running task wait for `nested` before it completes.
+void add_nested(task_base* nested) noexcept;
+
+// current_task is the task the calling thread is running, or nullptr.
+task_base* current_task() noexcept;
+
+// scheduler_for_free_functions: the running task's scheduler, else the one the calling
+// named thread is attached to, else the default scheduler.
+scheduler& scheduler_for_free_functions() noexcept;
+
+// report_invalid reports use of an invalid handle in `operation`.
+void report_invalid(const char* operation) noexcept;
+
+// live_tasks counts tasks created and not yet destroyed, all threads together.
+std::int64_t live_tasks() noexcept;
+void count_created() noexcept;
+
+// --- the type-specific part ---------------------------------------------------------------
+
+// task_impl<Body, R> is a task running `Body`, whose result is `R`; `edges` prerequisite
+// edges trail it in the same block.
+template <class Body, class R>
+struct task_impl final : task_with_result<R> {
+  alignas(Body) unsigned char body_storage[sizeof(Body)];
+  std::uint32_t block_bytes = 0;
+
+  Body& body() noexcept { return *std::launder(reinterpret_cast<Body*>(body_storage)); }
+
+  static constexpr std::size_t edges_offset() noexcept {
+    return (sizeof(task_impl) + alignof(edge_group) - 1) / alignof(edge_group) * alignof(edge_group);
+  }
+
+  // create allocates a task with room for `prerequisite_count` trailing edges.
+  template <class F>
+  static task_impl* create(F&& body, std::size_t prerequisite_count) {
+    std::size_t bytes = prerequisite_count == 0 ? sizeof(task_impl)
+                                                : edges_offset() + edge_group::bytes(prerequisite_count);
+    void* memory = allocate_task(bytes);
+    auto* self = new (memory) task_impl();
+    try {
+      new (self->body_storage) Body(std::forward<F>(body));
+    } catch (...) {
+      self->~task_impl();
+      free_task(memory, bytes);
+      throw;
+    }
+    self->block_bytes = static_cast<std::uint32_t>(bytes);
+    self->type = &handle;
+    count_created();
+    return self;
+  }
+
+  // trailing_group is the edge group in this task's block (only with prerequisites).
+  edge_group* trailing_group() noexcept {
+    return new (reinterpret_cast<unsigned char*>(this) + edges_offset()) edge_group();
+  }
+
+  static void handle(task_base* base, task_op op) noexcept {
+    auto* self = static_cast<task_impl*>(base);
+    switch (op) {
+      case task_op::run:
+        try {
+          if constexpr (std::is_void_v<R>) {
+            std::invoke(self->body());
+          } else {
+            new (self->result_storage) R(std::invoke(self->body()));
+            self->flags.fetch_or(has_result, std::memory_order_relaxed);  // relaxed: published by completion
+          }
+        } catch (...) {
+          self->ensure_extras().exception = std::current_exception();
+          self->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
+        }
+        self->body().~Body();
+        return;
+      case task_op::drop_body:
+        self->body().~Body();
+        return;
+      case task_op::destroy: {
+        if constexpr (!std::is_void_v<R>) {
+          if (self->has_flag(has_result)) self->result().~R();
+        }
+        std::uint32_t bytes = self->block_bytes;
+        self->~task_impl();
+        free_task(self, bytes);
+        return;
+      }
+    }
+  }
+};
+
+// completed_task<R> holds a ready-made result (make_completed_task).
+template <class R>
+struct completed_task final : task_with_result<R> {
+  template <class... Args>
+  static completed_task* create(Args&&... args) {
+    void* memory = allocate_task(sizeof(completed_task));
+    auto* self = new (memory) completed_task();
+    try {
+      if constexpr (!std::is_void_v<R>) new (self->result_storage) R(std::forward<Args>(args)...);
+    } catch (...) {
+      self->~completed_task();
+      free_task(memory, sizeof(completed_task));
+      throw;
+    }
+    self->type = &handle;
+    count_created();
+    return self;
+  }
+
+  static void handle(task_base* base, task_op op) noexcept {
+    auto* self = static_cast<completed_task*>(base);
+    if (op != task_op::destroy) return;
+    if constexpr (!std::is_void_v<R>) self->result().~R();
+    self->~completed_task();
+    free_task(self, sizeof(completed_task));
+  }
+};
+
+// event_task is a task event: no body, no result.
+struct event_task final : task_with_result<void> {
+  static event_task* create() {
+    void* memory = allocate_task(sizeof(event_task));
+    auto* self = new (memory) event_task();
+    self->type = &handle;
+    count_created();
+    return self;
+  }
+  static void handle(task_base* base, task_op op) noexcept {
+    if (op != task_op::destroy) return;
+    auto* self = static_cast<event_task*>(base);
+    self->~event_task();
+    free_task(self, sizeof(event_task));
+  }
+};
+
+}  // namespace magpie::detail

@@ -1,0 +1,80 @@
+// Layer 3 — pipes: a chain of tasks that never run concurrently, without a thread of
+// their own and without a mutex.
+//
+//   magpie::pipe audio("audio mixer");
+//   audio.launch("mix", [&] { mixer.mix(); });          // runs on any worker,
+//   audio.launch("apply", [&] { mixer.apply(); });      // but never beside "mix"
+//   audio.wait_until_empty();                           // at shutdown only
+//
+// Tasks run one at a time in the order they become ready: launch order for tasks without
+// prerequisites; a task still waiting for a prerequisite does not hold the pipe up, it
+// joins when ready. The next task starts only after the previous one completed, nested
+// tasks included. How: a piped task carries one extra lock, the pipe's; once only that
+// lock remains it swaps itself into the pipe's "last task" slot and waits as a subsequent
+// of the task it displaced (or, if there was none, is ready at once).
+#pragma once
+
+#include <magpie/detail/event_count.h>
+#include <magpie/task.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace magpie {
+
+namespace detail {
+struct pipe_access;
+}
+
+// pipe serialises the tasks launched through it.
+class pipe {
+ public:
+  // pipe uses the calling task's scheduler, else the calling named thread's, else the
+  // default scheduler; or `owner`.
+  explicit pipe(const char* name);
+  pipe(const char* name, scheduler& owner);
+
+  // ~pipe reports a pipe destroyed with unfinished tasks (they would outlive it), then
+  // waits for them.
+  ~pipe();
+
+  pipe(const pipe&) = delete;
+  pipe& operator=(const pipe&) = delete;
+
+  // launch starts `body` in this pipe: launch(name, body [, prerequisites] [, placement]).
+  template <class Body, class... Options>
+  auto launch(const char* name, Body&& body, Options&&... options) {
+    return detail::launch_with(*owner_, this, name, std::forward<Body>(body), std::forward<Options>(options)...);
+  }
+
+  // has_work says whether a task launched here has not completed (waiting ones included).
+  bool has_work() const noexcept;
+
+  // wait_until_empty waits until has_work() is false; for shutdown, once nothing more is
+  // launched. Returns false on time-out.
+  bool wait_until_empty() noexcept { return wait_until(nullptr); }
+  template <class Rep, class Period>
+  bool wait_until_empty(std::chrono::duration<Rep, Period> timeout) noexcept {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+    return wait_until(&deadline);
+  }
+
+  // is_in_context says whether the calling thread is running this pipe's task (the
+  // innermost task it runs, so a task retracted from inside another pipe counts for that one).
+  bool is_in_context() const noexcept;
+
+  const char* name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::pipe_access;
+  bool wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept;
+
+  const char* name_;
+  scheduler* owner_;
+  std::atomic<detail::task_base*> last_{nullptr};  // holds a reference while set
+  std::atomic<std::int64_t> unfinished_{0};
+  detail::event_count<> emptied_;
+};
+
+}  // namespace magpie

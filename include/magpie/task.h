@@ -1,0 +1,313 @@
+// Layer 3 — tasks: launch a callable, get a handle, wait for it or chain work after it.
+//
+//   magpie::task<int> answer = magpie::launch("answer", [] { return 42; });
+//   magpie::task<> print = magpie::launch("print", [answer] { std::printf("%d\n", answer.get_result()); },
+//                                         magpie::prerequisites(answer));
+//   print.wait();
+//
+// A task runs once every prerequisite has completed. Completion means the body returned
+// (its captures already destroyed) and every task it added with add_nested() completed.
+// Where it runs is its placement: a priority (the default, `normal`, runs on any worker),
+// `magpie::run_inline` (run at once by the thread that removed its last lock — the launcher,
+// or whoever completed its last prerequisite), or `magpie::on_thread(named_thread::game)`.
+//
+// wait() first *retracts*: a task that has not started runs on the waiting thread, after
+// its unfinished prerequisites (and then its nested tasks), so waiting never deadlocks on
+// work that was launched; only then does it spin briefly and block. A body's exception is
+// kept: wait() never throws, get_result() rethrows, has_exception() tells; a task whose
+// exception nobody looked at is reported as unhandled when it is destroyed.
+//
+// The free functions use the scheduler of the task calling them, else the scheduler the
+// calling named thread is attached to, else default_scheduler(). See docs/tasks.md.
+#pragma once
+
+#include <magpie/detail/task_base.h>
+#include <magpie/scheduler.h>
+
+#include <array>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <ranges>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace magpie {
+
+template <class R = void>
+class task;
+
+// task<void> is the handle every task converts to: copyable, reference counted. A
+// default-constructed handle is invalid and counts as completed.
+template <>
+class task<void> {
+ public:
+  task() noexcept = default;
+  task(const task& other) noexcept : base_(other.base_) {
+    if (base_ != nullptr) detail::add_handle(base_);
+  }
+  task(task&& other) noexcept : base_(std::exchange(other.base_, nullptr)) {}
+  task& operator=(task other) noexcept {
+    std::swap(base_, other.base_);
+    return *this;
+  }
+  ~task() {
+    if (base_ != nullptr) detail::drop_handle(base_);
+  }
+
+  // is_valid says whether the handle refers to a task.
+  bool is_valid() const noexcept { return base_ != nullptr; }
+
+  // is_completed says whether the task completed (true for an invalid handle).
+  bool is_completed() const noexcept { return base_ == nullptr || base_->is_completed(); }
+
+  // has_exception says whether the task completed with an exception from its body.
+  bool has_exception() const noexcept { return base_ != nullptr && detail::observe_exception(base_); }
+
+  // wait returns once the task completed. Never throws.
+  void wait() const noexcept {
+    if (base_ != nullptr) detail::wait(base_, nullptr);
+  }
+
+  // wait returns whether the task completed within `timeout` (retraction still runs
+  // first, so a wait may take longer than the timeout).
+  template <class Rep, class Period>
+  bool wait(std::chrono::duration<Rep, Period> timeout) const noexcept {
+    if (base_ == nullptr) return true;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+    return detail::wait(base_, &deadline);
+  }
+
+  // try_retract_and_execute runs the task on this thread if it has not started yet (after
+  // its prerequisites); true if it is now completed or ran here (nested tasks may still run).
+  bool try_retract_and_execute() const noexcept {
+    return base_ == nullptr || detail::try_retract_and_execute(base_);
+  }
+
+  // get_result waits, then rethrows the body's exception if it threw.
+  void get_result() const {
+    check_valid("get_result");
+    wait();
+    detail::rethrow_if_failed(base_);
+  }
+
+  // name is the name given at launch ("" for an invalid handle).
+  const char* name() const noexcept { return base_ != nullptr ? base_->name : ""; }
+
+  friend bool operator==(const task& a, const task& b) noexcept { return a.base_ == b.base_; }
+
+  // base is the task object, for magpie's own layers.
+  detail::task_base* base() const noexcept { return base_; }
+
+  // adopt makes a handle that takes over one handle reference of `base`.
+  static task adopt(detail::task_base* base) noexcept { return task(base); }
+
+ protected:
+  explicit task(detail::task_base* adopted) noexcept : base_(adopted) {}
+
+  void check_valid(const char* operation) const {
+    if (base_ != nullptr) return;
+    detail::report_invalid(operation);
+    throw std::logic_error(std::string("magpie::task::") + operation + " on an invalid handle");
+  }
+
+  detail::task_base* base_ = nullptr;
+};
+
+// task<R> is a handle to a task whose body returns R.
+template <class R>
+class task : public task<void> {
+ public:
+  task() noexcept = default;
+
+  // get_result waits, rethrows the body's exception, else returns the result, which
+  // lives as long as the task.
+  R& get_result() const {
+    task<void>::get_result();
+    return static_cast<detail::task_with_result<R>*>(base_)->result();
+  }
+
+  static task adopt(detail::task_base* base) noexcept { return task(base); }
+
+ private:
+  explicit task(detail::task_base* adopted) noexcept : task<void>(adopted) {}
+};
+
+// task_never_ran is the exception a task holds when it was released without running
+// (its scheduler shut down with the task stranded).
+class task_never_ran : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// placement says where a task runs: a priority on any worker, inline, or a named thread.
+class placement {
+ public:
+  constexpr placement(priority p = priority::normal) noexcept : priority_(p) {}  // NOLINT: implicit on purpose
+
+  constexpr priority task_priority() const noexcept { return priority_; }
+  constexpr detail::task_kind kind() const noexcept { return kind_; }
+  constexpr std::uint8_t target() const noexcept { return target_; }
+
+  static constexpr placement make_inline() noexcept {
+    placement result;
+    result.kind_ = detail::task_kind::inline_run;
+    return result;
+  }
+  static constexpr placement make_named(named_thread thread, thread_queue queue, bool high) noexcept {
+    placement result(high ? priority::high : priority::normal);
+    result.target_ = static_cast<std::uint8_t>(thread.index() << 2 | (queue == thread_queue::local ? 2u : 0u) |
+                                               (high ? 1u : 0u));
+    return result;
+  }
+
+ private:
+  priority priority_ = priority::normal;
+  detail::task_kind kind_ = detail::task_kind::queued;
+  std::uint8_t target_ = detail::target_none;
+};
+
+// run_inline runs a task on whichever thread removes its last lock, without queueing it:
+// for short continuations. A long inline body delays that thread's other work.
+inline constexpr placement run_inline = placement::make_inline();
+
+// on_thread runs a task on a named thread's queue (FIFO per producer, high before normal).
+constexpr placement on_thread(named_thread thread, thread_queue queue = thread_queue::main,
+                              bool high_priority = false) noexcept {
+  return placement::make_named(thread, queue, high_priority);
+}
+
+// task_handle: anything that converts to task<> (a task<R> or a task_event).
+template <class T>
+concept task_handle = std::is_convertible_v<const T&, const task<>&>;
+
+// prerequisite_range: a forward range of task handles, e.g. std::vector<task<int>>.
+template <class T>
+concept prerequisite_range = std::ranges::forward_range<const T&> &&
+                             task_handle<std::ranges::range_value_t<const T&>>;
+
+// prerequisite_source: what may follow the body in launch().
+template <class T>
+concept prerequisite_source = task_handle<T> || prerequisite_range<T>;
+
+// prerequisites collects tasks and task events into one argument for launch().
+template <task_handle... Handles>
+std::array<task<>, sizeof...(Handles)> prerequisites(const Handles&... handles) {
+  return {static_cast<const task<>&>(handles)...};
+}
+
+// result_of is the result type of a task running `Body`.
+template <class Body>
+using result_of = std::invoke_result_t<std::decay_t<Body>&>;
+
+namespace detail {
+
+// prerequisite_buffer holds the task objects of a prerequisite source.
+class prerequisite_buffer {
+ public:
+  template <class Source>
+  explicit prerequisite_buffer(const Source& source) {
+    if constexpr (task_handle<Source>) {
+      add(static_cast<const task<>&>(source).base());
+    } else {
+      for (const auto& each : source) add(static_cast<const task<>&>(each).base());
+    }
+  }
+  prerequisite_buffer() = default;
+  prerequisite_buffer(const prerequisite_buffer&) = delete;
+  prerequisite_buffer& operator=(const prerequisite_buffer&) = delete;
+
+  task_base* const* data() const noexcept { return spill_.empty() ? inline_.data() : spill_.data(); }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  void add(task_base* each) {
+    if (size_ < inline_.size() && spill_.empty()) {
+      inline_[size_++] = each;
+      return;
+    }
+    if (spill_.empty()) spill_.assign(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(size_));
+    spill_.push_back(each);
+    ++size_;
+  }
+
+  std::array<task_base*, 8> inline_{};
+  std::vector<task_base*> spill_;
+  std::size_t size_ = 0;
+};
+
+// create_and_launch is what every launch() comes down to.
+template <class Body>
+task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                                        const prerequisite_buffer& before, placement where) {
+  using R = result_of<Body>;
+  using impl = task_impl<std::decay_t<Body>, R>;
+  impl* fresh = impl::create(std::forward<Body>(body), before.size());
+  initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
+  if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->trailing_group());
+  auto handle = task<R>::adopt(fresh);
+  launch_task(fresh, into);
+  return handle;
+}
+
+// launch_with sorts out launch()'s optional arguments.
+template <class Body>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, placement where = {}) {
+  return create_and_launch(owner, into, name, std::forward<Body>(body), prerequisite_buffer(), where);
+}
+template <class Body, prerequisite_source Prerequisites>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                 const Prerequisites& before, placement where = {}) {
+  return create_and_launch(owner, into, name, std::forward<Body>(body), prerequisite_buffer(before), where);
+}
+
+}  // namespace detail
+
+template <class Body, class... Options>
+auto scheduler::launch(const char* name, Body&& body, Options&&... options) {
+  return detail::launch_with(*this, nullptr, name, std::forward<Body>(body), std::forward<Options>(options)...);
+}
+
+// launch starts `body` as a task: launch(name, body [, prerequisites] [, placement]),
+// where a placement is a priority, run_inline or on_thread(...).
+template <class Body, class... Options>
+auto launch(const char* name, Body&& body, Options&&... options) {
+  return detail::scheduler_for_free_functions().launch(name, std::forward<Body>(body),
+                                                       std::forward<Options>(options)...);
+}
+
+// add_nested makes the task the calling thread is running complete only after `nested`
+// completes, without blocking the thread. Only from inside a running task.
+inline void add_nested(const task<>& nested) noexcept {
+  if (nested.is_valid()) detail::add_nested(nested.base());
+}
+
+namespace detail {
+template <class R, class... Args>
+task<R> make_completed(Args&&... args) {
+  auto* made = completed_task<R>::create(std::forward<Args>(args)...);
+  initialise(made, "completed", task_kind::event, scheduler_for_free_functions(), priority::normal, target_none);
+  auto handle = task<R>::adopt(made);
+  complete_now(made);
+  return handle;
+}
+}  // namespace detail
+
+// make_completed_task<R>(args...) is a task that has already completed with R(args...).
+template <class R, class... Args>
+task<R> make_completed_task(Args&&... args) {
+  return detail::make_completed<R>(std::forward<Args>(args)...);
+}
+
+// make_completed_task(value) deduces R from the value.
+template <class T>
+task<std::decay_t<T>> make_completed_task(T&& value) {
+  return detail::make_completed<std::decay_t<T>>(std::forward<T>(value));
+}
+
+// is_in_task says whether the calling thread is running a task.
+inline bool is_in_task() noexcept { return detail::current_task() != nullptr; }
+
+}  // namespace magpie

@@ -1,0 +1,79 @@
+// Layer 3 — waiting for several tasks, and tasks that stand for several.
+//
+//   std::vector<magpie::task<int>> parts = ...;
+//   magpie::wait_all(parts);                                     // deep retraction through each
+//   if (auto first = magpie::wait_any(parts, 5ms)) use(parts[*first]);
+//   magpie::task<> all = magpie::when_all(parts);                // completes after every part
+//   magpie::task<> any = magpie::when_any(parts);                // completes after the first
+//
+// Ranges are any forward range of handles (tasks or task events); invalid handles count
+// as completed. when_any and wait_any allocate one block of edges for the whole range,
+// not a task per input.
+#pragma once
+
+#include <magpie/task.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+
+namespace magpie {
+
+namespace detail {
+task<> when_all(const prerequisite_buffer& inputs);
+task<> when_any(const prerequisite_buffer& inputs);
+std::optional<std::size_t> wait_any(const prerequisite_buffer& inputs,
+                                    const std::chrono::steady_clock::time_point* deadline);
+
+template <class Rep, class Period>
+std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, Period> timeout) {
+  return std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+}
+}  // namespace detail
+
+// wait_all waits for every task in `tasks`, one after the other, each with retraction.
+template <prerequisite_range Range>
+bool wait_all(const Range& tasks) {
+  for (const auto& each : tasks) static_cast<const task<>&>(each).wait();
+  return true;
+}
+
+// wait_all with a timeout returns false if some task had not completed in time.
+template <prerequisite_range Range, class Rep, class Period>
+bool wait_all(const Range& tasks, std::chrono::duration<Rep, Period> timeout) {
+  auto deadline = detail::deadline_after(timeout);
+  for (const auto& each : tasks) {
+    const task<>& one = each;
+    if (one.is_valid() && !detail::wait(one.base(), &deadline)) return false;
+  }
+  return true;
+}
+
+// wait_any returns the index of a completed task (the first it finds), after waiting for
+// one to complete; empty for an empty range.
+template <prerequisite_range Range>
+std::optional<std::size_t> wait_any(const Range& tasks) {
+  return detail::wait_any(detail::prerequisite_buffer(tasks), nullptr);
+}
+
+// wait_any with a timeout is also empty on time-out.
+template <prerequisite_range Range, class Rep, class Period>
+std::optional<std::size_t> wait_any(const Range& tasks, std::chrono::duration<Rep, Period> timeout) {
+  auto deadline = detail::deadline_after(timeout);
+  return detail::wait_any(detail::prerequisite_buffer(tasks), &deadline);
+}
+
+// when_all is a task that completes once every task in `tasks` has.
+template <prerequisite_range Range>
+task<> when_all(const Range& tasks) {
+  return detail::when_all(detail::prerequisite_buffer(tasks));
+}
+
+// when_any is a task that completes once some task in `tasks` has (at once for an
+// empty range).
+template <prerequisite_range Range>
+task<> when_any(const Range& tasks) {
+  return detail::when_any(detail::prerequisite_buffer(tasks));
+}
+
+}  // namespace magpie

@@ -1,0 +1,478 @@
+// The task state machine: references, prerequisites, launch, execution, completion.
+// Waiting and retraction live in task_wait.cpp, pipes in pipe.cpp.
+#include "task_internal.h"
+
+#include <magpie/diagnostics.h>
+#include <magpie/pipe.h>
+#include <magpie/task.h>
+
+#include <array>
+#include <string>
+
+namespace magpie::detail {
+
+namespace {
+
+// --- live-task counter: per-thread, single-writer slots ----------------------------------
+
+struct alignas(cache_line) live_slot {
+  std::atomic<std::int64_t> created{0};
+  std::atomic<std::int64_t> destroyed{0};
+  live_slot* next = nullptr;
+};
+
+std::atomic<live_slot*> every_slot{nullptr};
+
+live_slot& my_slot() {
+  thread_local live_slot* mine = [] {
+    auto* fresh = new live_slot();  // one per thread that ever creates or destroys a task; never freed
+    fresh->next = every_slot.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
+    while (!every_slot.compare_exchange_weak(fresh->next, fresh,
+                                             std::memory_order_release,    // release: live_tasks() sees the slot whole
+                                             std::memory_order_relaxed)) {  // relaxed: we only retry
+    }
+    return fresh;
+  }();
+  return *mine;
+}
+
+void bump(std::atomic<std::int64_t>& single_writer) noexcept {
+  // relaxed: a statistic with one writer, so load+store instead of a locked add
+  single_writer.store(single_writer.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// --- the thread's current task ------------------------------------------------------------
+
+struct frame {
+  task_base* task;
+  frame* outer;
+};
+
+thread_local frame* innermost = nullptr;
+
+constexpr std::uint64_t reference_mask = 0xffff'ffffu;
+
+void destroy(task_base* task) noexcept {
+  if (task->has_flag(has_exception) && !task->has_flag(exception_observed)) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(task->extras->exception);
+    } catch (const std::exception& error) {
+      what = error.what();
+    } catch (...) {
+    }
+    report(diagnostic_kind::unhandled_exception,
+           std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
+           severity::warning);
+  }
+  if (claim_prerequisites(task)) drop_prerequisite_references(task);  // a task that never started
+  for (edge_group* group = task->prerequisite_groups; group != nullptr;) {
+    edge_group* next = group->next;
+    if (group->own_block) free_task(group, edge_group::bytes(group->count));
+    group = next;
+  }
+  if (task->extras != nullptr) {
+    for (edge_group* group = task->extras->owned; group != nullptr;) {
+      edge_group* next = group->next;
+      free_task(group, edge_group::bytes(group->count));
+      group = next;
+    }
+    delete task->extras;
+  }
+  bump(my_slot().destroyed);
+  task->type(task, task_op::destroy);
+}
+
+// last_handle_dropped: nobody can trigger an untriggered event any more.
+void last_handle_dropped(task_base* event) noexcept {
+  if (event->kind != task_kind::event || event->has_flag(triggered)) return;
+  if (!event->subsequents.is_empty() && !event->is_completed()) {
+    report(diagnostic_kind::never_ran,
+           std::string("task event '") + event->name +
+               "' lost its last handle without trigger(): the tasks waiting for it can never run");
+    return;  // it and its subsequents stay allocated: they are still linked to each other
+  }
+  trigger(event);  // nothing waits for it: let it complete and free itself
+}
+
+bool can_run_here(const task_base* task) noexcept {
+  const thread_context& context = this_thread_context();
+  return context.self != nullptr && context.owner == task->owner && task->target == target_none &&
+         (!is_background(task->task_priority) || context.self->kind == worker_kind::background);
+}
+
+void schedule(task_base* task) noexcept {
+  // Read before the push: once queued, the task may run and be freed at any moment.
+  bool wake_waiter = task->has_flag(has_waiter);
+  if (task->target == target_none) {
+    task->owner->schedule(task, task->task_priority);
+  } else {
+    task->owner->facade.schedule(task, named_thread(task->target >> 2u),
+                                 (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
+                                 (task->target & 1u) != 0);
+  }
+  // A blocked waiter retries retraction now that the task can run.
+  if (wake_waiter) waiters_of(task).notify_all();
+}
+
+// execute runs a task whose execution flag this thread won, and completes it unless
+// nested tasks are still running.
+void execute(task_base* task, task_base** next_slot) noexcept {
+  run_body(task);
+  if (task->state.release_part()) {
+    ready_loop loop(next_slot);
+    loop.completed(task, false);
+    loop.drain();
+  }
+}
+
+// never_ran completes a task that lost its chance to run (its scheduler shut down).
+void never_ran(task_base* task) noexcept {
+  if (claim_prerequisites(task)) drop_prerequisite_references(task);
+  task->type(task, task_op::drop_body);
+  task->ensure_extras().exception =
+      std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
+  task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
+  if (task->state.release_part()) {
+    ready_loop loop(nullptr);
+    loop.completed(task, false);
+    loop.drain();
+  }
+}
+
+// run_queued is every task's work_item handler: the scheduler hands it a task it queued.
+bool run_queued(work_item* item, work_action action) noexcept {
+  auto* task = static_cast<task_base*>(item);
+  if (action == work_action::discard) {
+    bool dropped = task->state.try_begin_execution();
+    if (dropped) never_ran(task);
+    release(task);
+    return dropped;
+  }
+  while (task != nullptr) {
+    task_base* next = nullptr;
+    if (task->state.try_begin_execution()) execute(task, &next);  // else a waiter retracted it
+    release(task);  // the reference the queue (or the slot) held
+    task = next;
+  }
+  return true;
+}
+
+}  // namespace
+
+// --- memory and references ---------------------------------------------------------------
+
+void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
+
+void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
+
+void count_created() noexcept { bump(my_slot().created); }
+
+std::int64_t live_tasks() noexcept {
+  std::int64_t live = 0;
+  // acquire: pairs with my_slot's release CAS
+  for (live_slot* each = every_slot.load(std::memory_order_acquire); each != nullptr; each = each->next) {
+    live += each->created.load(std::memory_order_relaxed) -   // relaxed: statistics
+            each->destroyed.load(std::memory_order_relaxed);  // relaxed: statistics
+  }
+  return live;
+}
+
+task_extras& task_base::ensure_extras() {
+  if (extras == nullptr) extras = new task_extras();
+  return *extras;
+}
+
+void add_handle(task_base* task) noexcept {
+  task->references.fetch_add(task_base::one_handle, std::memory_order_relaxed);  // relaxed: the copier already holds one
+}
+
+void drop_handle(task_base* task) noexcept {
+  // acq_rel: the last dropper sees every other owner's writes before destroying
+  std::uint64_t before = task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel);
+  if ((before & reference_mask) == 1) {
+    destroy(task);
+  } else if ((before >> 32) == 1) {
+    last_handle_dropped(task);
+  }
+}
+
+void add_reference(task_base* task) noexcept {
+  task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
+}
+
+void release(task_base* task) noexcept {
+  // acq_rel: the last releaser sees every other owner's writes before destroying
+  if ((task->references.fetch_sub(task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == 1) {
+    destroy(task);
+  }
+}
+
+void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
+                std::uint8_t target) noexcept {
+  task->handler = &run_queued;
+  task->name = name != nullptr ? name : "";
+  task->kind = kind;
+  task->owner = &scheduler_access::of(owner);
+  task->task_priority = task_priority;
+  task->target = target;
+}
+
+// --- prerequisites -----------------------------------------------------------------------
+
+void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
+                       edge_group* group) noexcept {
+  group->count = static_cast<std::uint32_t>(count);
+  group->next = task->prerequisite_groups;
+  task->prerequisite_groups = group;
+  task->state.add_locks(static_cast<std::uint32_t>(count));
+  for (std::size_t i = 0; i < count; ++i) {
+    task_edge* edge = new (group->edges() + i) task_edge();
+    edge->subsequent = task;
+    task_base* prerequisite = prerequisites[i];
+    if (prerequisite == task) {
+      report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                          "' added as its own prerequisite: a dependency cycle; ignored");
+      prerequisite = nullptr;
+    }
+    if (prerequisite == nullptr) {  // an invalid handle counts as completed
+      task->state.unlock();         // cannot be the last: the launch lock is still held
+      continue;
+    }
+    edge->prerequisite = prerequisite;
+    add_reference(prerequisite);  // kept until this task starts
+    if (!prerequisite->subsequents.push_if_not_closed(edge)) task->state.unlock();  // already complete
+  }
+}
+
+bool claim_prerequisites(task_base* task) noexcept {
+  return task->prerequisite_groups != nullptr && !task->set_flag(prerequisites_released);
+}
+
+void drop_prerequisite_references(task_base* task) noexcept {
+  for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
+    for (std::uint32_t i = 0; i < group->count; ++i) {
+      if (task_base* prerequisite = group->edges()[i].prerequisite) release(prerequisite);
+    }
+  }
+}
+
+// --- launch, trigger ---------------------------------------------------------------------
+
+void launch_task(task_base* task, magpie::pipe* into) noexcept {
+  if (into != nullptr) {
+    task->ensure_extras().pipe = into;
+    task->state.add_locks(1);  // the pipe's lock
+    pipe_access::task_added(*into);
+  }
+  ready_loop loop(nullptr);
+  loop.lock_released(task, task->state.release_lock());
+  loop.drain();
+}
+
+void trigger(task_base* event) noexcept {
+  if (event->set_flag(triggered)) return;  // idempotent, and races are fine
+  ready_loop loop(nullptr);
+  loop.lock_released(event, event->state.release_lock());
+  loop.drain();
+}
+
+void complete_now(task_base* task) noexcept { trigger(task); }
+
+// --- running -----------------------------------------------------------------------------
+
+void run_body(task_base* task) noexcept {
+  if (claim_prerequisites(task)) drop_prerequisite_references(task);
+  thread_context& context = this_thread_context();
+  thread_context saved = context;
+  if (context.owner != task->owner || context.self == nullptr) {
+    // A waiter or a named thread runs it: the body sees the task's scheduler as current.
+    if (context.owner != task->owner) context.named = -1;
+    context.owner = task->owner;
+    context.facade = &task->owner->facade;
+    if (context.owner != saved.owner) context.self = nullptr;
+    ++context.running;
+  }
+  frame mine{task, innermost};
+  innermost = &mine;
+  task->type(task, task_op::run);
+  innermost = mine.outer;
+  context.owner = saved.owner;
+  context.facade = saved.facade;
+  context.self = saved.self;
+  context.named = saved.named;
+  context.running = saved.running;
+}
+
+bool is_running_here(const task_base* task) noexcept {
+  for (const frame* each = innermost; each != nullptr; each = each->outer) {
+    if (each->task == task) return true;
+  }
+  return false;
+}
+
+task_base* current_task() noexcept { return innermost != nullptr ? innermost->task : nullptr; }
+
+magpie::pipe* current_pipe() noexcept {
+  task_base* task = current_task();
+  return task != nullptr && task->extras != nullptr ? task->extras->pipe : nullptr;
+}
+
+scheduler& scheduler_for_free_functions() noexcept {
+  if (scheduler* current = scheduler::current()) return *current;
+  return default_scheduler();
+}
+
+void report_invalid(const char* operation) noexcept {
+  report(diagnostic_kind::misuse, std::string("task::") + operation + " called on an invalid handle");
+}
+
+// --- nested tasks ------------------------------------------------------------------------
+
+void add_nested(task_base* nested) noexcept {
+  task_base* parent = current_task();
+  if (parent == nullptr) {
+    report(diagnostic_kind::misuse, std::string("add_nested('") + nested->name +
+                                        "') called outside a running task; ignored");
+    return;
+  }
+  if (parent == nested) {
+    report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added itself as nested; ignored");
+    return;
+  }
+  auto* group = new (allocate_task(edge_group::bytes(1))) edge_group();
+  group->count = 1;
+  group->own_block = true;
+  task_edge* edge = new (group->edges()) task_edge();
+  edge->subsequent = parent;
+  edge->prerequisite = nested;
+  edge->kind = edge_kind::nested;
+  add_reference(nested);  // for retraction, until the parent completes
+  add_reference(parent);  // the edge's: the parent may complete after its body returns
+  parent->state.add_nested_lock();
+  task_extras& extras = parent->ensure_extras();
+  group->next = extras.nested;
+  extras.nested = group;
+  if (!nested->subsequents.push_if_not_closed(edge)) {
+    parent->state.release_part();  // never the last: the body still holds its part
+    release(parent);
+  }
+}
+
+// --- the ready loop ----------------------------------------------------------------------
+
+void ready_loop::lock_released(task_base* task, std::uint32_t remaining) noexcept {
+  if (remaining == 0) {
+    ready(task);
+  } else if (remaining == 1 && task->extras != nullptr && task->extras->pipe != nullptr) {
+    join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
+  }
+}
+
+void ready_loop::join_pipe(task_base* task) noexcept {
+  std::atomic<task_base*>& last = pipe_access::last(*task->extras->pipe);
+  add_reference(task);  // the slot's
+  // acq_rel: we take over the slot's reference to the previous task (acquire) and publish
+  // ours (release) to the next joiner
+  task_base* previous = last.exchange(task, std::memory_order_acq_rel);
+  if (previous == nullptr) {
+    lock_released(task, task->state.release_lock());
+    return;
+  }
+  task_edge& edge = task->extras->pipe_edge;
+  edge.subsequent = task;
+  edge.prerequisite = previous;
+  edge.kind = edge_kind::pipe;
+  bool queued = previous->subsequents.push_if_not_closed(&edge);
+  release(previous);
+  if (!queued) lock_released(task, task->state.release_lock());  // the previous one already completed
+}
+
+void ready_loop::ready(task_base* task) noexcept {
+  switch (task->kind) {
+    case task_kind::event:
+      completed(task, false);
+      return;
+    case task_kind::inline_run:
+      if (task->state.try_begin_execution()) {
+        run_body(task);
+        if (task->state.release_part()) completed(task, false);
+      }
+      return;
+    case task_kind::queued:
+      if (next_slot_ != nullptr && *next_slot_ == nullptr && can_run_here(task)) {
+        *next_slot_ = task;  // runs next on this thread: no queue, no wake-up
+      } else {
+        schedule(task);
+      }
+      return;
+  }
+}
+
+void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
+  task->ready_next = reinterpret_cast<task_base*>(completions_);
+  completions_ = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
+}
+
+void ready_loop::drain() noexcept {
+  while (completions_ != 0) {
+    auto* task = reinterpret_cast<task_base*>(completions_ & ~std::uintptr_t{1});
+    bool drop_reference = (completions_ & 1u) != 0;
+    completions_ = reinterpret_cast<std::uintptr_t>(task->ready_next);
+    finish(task);
+    if (task->kind != task_kind::queued) release(task);  // the system's: events and inline tasks end here
+    if (drop_reference) release(task);
+  }
+}
+
+void ready_loop::finish(task_base* task) noexcept {
+  if (task->kind == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
+  // Closing makes every later push_if_not_closed fail: from here on the task is complete.
+  task_edge* newest_first = task->subsequents.close();
+  bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
+
+  task_edge* in_order = nullptr;  // registration order: first launched, first released
+  while (newest_first != nullptr) {
+    task_edge* next = subsequent_list<task_edge>::next_of(newest_first);
+    newest_first->hook.next.store(in_order, std::memory_order_relaxed);  // relaxed: only this thread walks it
+    in_order = newest_first;
+    newest_first = next;
+  }
+  while (in_order != nullptr) {
+    // Read everything first: once unlocked, the subsequent may run and free the edge.
+    task_edge* next = subsequent_list<task_edge>::next_of(in_order);
+    task_base* subsequent = in_order->subsequent;
+    switch (in_order->kind) {
+      case edge_kind::prerequisite:
+      case edge_kind::pipe:
+        lock_released(subsequent, subsequent->state.release_lock());
+        break;
+      case edge_kind::nested:
+        if (subsequent->state.release_part()) {
+          completed(subsequent, true);  // the edge's reference goes after its completion
+        } else {
+          release(subsequent);
+        }
+        break;
+      case edge_kind::any:
+        if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.release_lock());
+        release(subsequent);
+        break;
+    }
+    in_order = next;
+  }
+
+  if (task->extras != nullptr) {
+    for (edge_group* group = task->extras->nested; group != nullptr;) {  // every nested task has completed
+      edge_group* next = group->next;
+      release(group->edges()->prerequisite);
+      free_task(group, edge_group::bytes(group->count));
+      group = next;
+    }
+    task->extras->nested = nullptr;
+    if (task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
+  }
+  if (wake_waiters) waiters_of(task).notify_all();
+}
+
+}  // namespace magpie::detail

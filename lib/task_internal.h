@@ -1,0 +1,74 @@
+// Private to lib/: what task.cpp, task_wait.cpp and pipe.cpp share.
+#pragma once
+
+#include "scheduler_impl.h"
+
+#include <magpie/detail/task_base.h>
+#include <magpie/pipe.h>
+
+namespace magpie::detail {
+
+// ready_loop turns lock releases into scheduling and completions, iteratively: a chain
+// of 100,000 events completes in one loop, not 100,000 nested calls.
+//
+//   ready_loop loop(nullptr);
+//   loop.lock_released(task, task->state.release_lock());
+//   loop.drain();
+class ready_loop {
+ public:
+  // next_slot: where the first ready task this thread may run goes, so the caller runs it
+  // next without queueing it (nullptr: queue everything).
+  explicit ready_loop(task_base** next_slot) noexcept : next_slot_(next_slot) {}
+  ready_loop(const ready_loop&) = delete;
+  ready_loop& operator=(const ready_loop&) = delete;
+
+  // lock_released acts on `task` having `remaining` locks left.
+  void lock_released(task_base* task, std::uint32_t remaining) noexcept;
+
+  // completed queues `task` for completion; with `drop_reference`, one reference the
+  // caller held is released after it.
+  void completed(task_base* task, bool drop_reference) noexcept;
+
+  // drain completes everything queued, and what that makes ready.
+  void drain() noexcept;
+
+ private:
+  void ready(task_base* task) noexcept;
+  void join_pipe(task_base* task) noexcept;
+  void finish(task_base* task) noexcept;
+
+  task_base** next_slot_;
+  std::uintptr_t completions_ = 0;  // tagged list through ready_next; bit 0: drop a reference
+};
+
+// run_body runs a task's body on this thread (the execution flag already won): hands
+// back its prerequisites, sets the thread's current task and scheduler around the call.
+void run_body(task_base* task) noexcept;
+
+// claim_prerequisites is true for the one caller that takes over the references a task
+// holds on its prerequisites (the task starting, or a waiter retracting them first); that
+// caller may read the edges, then calls drop_prerequisite_references.
+bool claim_prerequisites(task_base* task) noexcept;
+void drop_prerequisite_references(task_base* task) noexcept;
+
+// is_running_here says whether this thread is inside `task`'s body (directly or in a task
+// that body is running inline).
+bool is_running_here(const task_base* task) noexcept;
+
+// waiters_of is the event count threads waiting for `task` sleep on (a striped table).
+event_count<>& waiters_of(const void* task) noexcept;
+
+// retract is try_retract_and_execute at a given recursion depth.
+bool retract(task_base* task, unsigned depth) noexcept;
+
+// pipe_access reaches a pipe's private state.
+struct pipe_access {
+  static std::atomic<task_base*>& last(magpie::pipe& p) noexcept { return p.last_; }
+  static void task_added(magpie::pipe& p) noexcept;
+  static void task_finished(magpie::pipe& p, task_base* task) noexcept;
+};
+
+// current_pipe is the pipe of the task this thread runs innermost, or nullptr.
+magpie::pipe* current_pipe() noexcept;
+
+}  // namespace magpie::detail

@@ -1,0 +1,146 @@
+// Waiting for a task (DESIGN §2 "Waiting"): deep retraction, a brief spin, then a block
+// that retries retraction whenever the task is scheduled.
+#include "task_internal.h"
+
+#include <magpie/diagnostics.h>
+
+#include <array>
+#include <string>
+
+namespace magpie::detail {
+
+namespace {
+
+// max_retraction_depth bounds the recursion through prerequisites and nested tasks (each
+// level runs a body on this stack).
+constexpr unsigned max_retraction_depth = 128;
+
+// spin_checks is how many times a waiter looks at the task before it blocks: ~2 µs.
+constexpr int spin_checks = 64;
+
+struct alignas(cache_line) padded_event_count {
+  event_count<> events;
+};
+
+// can_retract_here: a task bound to a named thread runs only on that thread.
+bool can_retract_here(const task_base* task) noexcept {
+  if (task->kind != task_kind::queued) return false;  // events and inline tasks run when their locks go
+  if (task->target == target_none) return true;
+  const thread_context& context = this_thread_context();
+  return context.owner == task->owner && context.named == static_cast<int>(task->target >> 2u);
+}
+
+// help runs other work while waiting, where that is the only way forward: on the named
+// thread a task is bound to (its own queues, never re-entered), and on schedulers without
+// workers. Returns whether it ran something.
+bool help(const task_base* task) noexcept {
+  const thread_context& context = this_thread_context();
+  if (task->target != target_none && context.owner == task->owner &&
+      context.named == static_cast<int>(task->target >> 2u)) {
+    return task->owner->run_one_named_item(task->target >> 2u);
+  }
+  if (task->owner->workers.empty()) return task->owner->facade.try_run_one();
+  return false;
+}
+
+void retract_nested(task_base* task, unsigned depth) noexcept {
+  if (task->extras == nullptr) return;
+  for (edge_group* group = task->extras->nested; group != nullptr; group = group->next) {
+    retract(group->edges()->prerequisite, depth + 1);
+  }
+}
+
+}  // namespace
+
+event_count<>& waiters_of(const void* task) noexcept {
+  static std::array<padded_event_count, 64> table;
+  auto bits = reinterpret_cast<std::uintptr_t>(task) >> 6;  // tasks are 64-byte aligned
+  return table[(bits ^ (bits >> 6) ^ (bits >> 12)) % table.size()].events;
+}
+
+bool retract(task_base* task, unsigned depth) noexcept {
+  if (task->is_completed()) return true;
+  if (depth > max_retraction_depth) return false;
+  // Prerequisites first. An event's list is read only once triggered: until then its
+  // owner may still be adding to it.
+  bool readable = task->kind != task_kind::event || task->has_flag(triggered);
+  if (readable && claim_prerequisites(task)) {
+    for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
+      for (std::uint32_t i = 0; i < group->count; ++i) {
+        if (task_base* prerequisite = group->edges()[i].prerequisite) retract(prerequisite, depth + 1);
+      }
+    }
+    drop_prerequisite_references(task);
+  }
+  if (!can_retract_here(task) || !task->state.try_begin_execution()) return task->is_completed();
+  run_body(task);
+  retract_nested(task, depth);  // while the body's part keeps the nested list alive
+  if (task->state.release_part()) {
+    ready_loop loop(nullptr);
+    loop.completed(task, false);
+    loop.drain();
+  }
+  return true;
+}
+
+bool try_retract_and_execute(task_base* task) noexcept {
+  if (is_running_here(task)) {
+    report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                        "' retracted from inside its own execution; ignored");
+    return false;
+  }
+  return retract(task, 0);
+}
+
+bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept {
+  if (task->is_completed()) return true;
+  if (is_running_here(task)) {
+    report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                        "' waited for from inside its own execution: it can never complete");
+    return false;
+  }
+  for (;;) {
+    retract(task, 0);
+    for (int i = 0; i < spin_checks; ++i) {
+      if (task->is_completed()) return true;
+      for (int pause = 0; pause < 16; ++pause) cpu_relax();
+    }
+    if (help(task)) continue;
+    if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return task->is_completed();
+
+    // Block. The flag makes the scheduler and the completer notify; setting it before the
+    // re-check pairs with their "change state, then look for the flag".
+    task->set_flag(has_waiter);
+    event_count<>& events = waiters_of(task);
+    auto key = events.prepare_wait();
+    if (task->is_completed() || (task->state.is_ready() && can_retract_here(task))) {
+      events.cancel_wait();
+      continue;
+    }
+    blocking_scope blocked;  // on a worker: a standby worker takes this one's place
+    if (deadline == nullptr) {
+      events.commit_wait(key);
+    } else {
+      auto now = std::chrono::steady_clock::now();
+      if (now < *deadline) {
+        events.commit_wait_for(key, std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now));
+      } else {
+        events.cancel_wait();
+      }
+    }
+  }
+}
+
+void rethrow_if_failed(task_base* task) {
+  if (!task->has_flag(has_exception)) return;
+  task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
+  std::rethrow_exception(task->extras->exception);
+}
+
+bool observe_exception(task_base* task) noexcept {
+  if (!task->is_completed() || !task->has_flag(has_exception)) return false;
+  task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
+  return true;
+}
+
+}  // namespace magpie::detail

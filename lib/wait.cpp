@@ -1,0 +1,80 @@
+// wait_all / wait_any / when_all / when_any.
+#include "task_internal.h"
+
+#include <magpie/wait.h>
+
+namespace magpie::detail {
+
+namespace {
+
+task_base* new_event(const char* name) {
+  event_task* event = event_task::create();
+  initialise(event, name, task_kind::event, scheduler_for_free_functions(), priority::normal, target_none);
+  return event;
+}
+
+edge_group* new_group(std::size_t count) {
+  auto* group = new (allocate_task(edge_group::bytes(count))) edge_group();
+  group->count = static_cast<std::uint32_t>(count);
+  group->own_block = true;
+  return group;
+}
+
+}  // namespace
+
+task<> when_all(const prerequisite_buffer& inputs) {
+  task_base* event = new_event("when_all");
+  task<> handle = task<>::adopt(event);
+  if (inputs.size() != 0) add_prerequisites(event, inputs.data(), inputs.size(), new_group(inputs.size()));
+  trigger(event);
+  return handle;
+}
+
+task<> when_any(const prerequisite_buffer& inputs) {
+  task_base* event = new_event("when_any");
+  task<> handle = task<>::adopt(event);
+  if (inputs.size() == 0) {
+    trigger(event);
+    return handle;
+  }
+  // The edges hold a reference to the event, not to the inputs: the event lives until
+  // every input has completed and let go of its edge.
+  edge_group* group = new_group(inputs.size());
+  task_extras& extras = event->ensure_extras();
+  group->next = extras.owned;
+  extras.owned = group;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    task_edge* edge = new (group->edges() + i) task_edge();
+    edge->subsequent = event;
+    edge->kind = edge_kind::any;
+    task_base* input = inputs.data()[i];
+    if (input == nullptr) {  // an invalid handle counts as completed
+      trigger(event);
+      continue;
+    }
+    add_reference(event);
+    if (!input->subsequents.push_if_not_closed(edge)) {
+      trigger(event);
+      release(event);
+    }
+  }
+  return handle;
+}
+
+std::optional<std::size_t> wait_any(const prerequisite_buffer& inputs,
+                                    const std::chrono::steady_clock::time_point* deadline) {
+  auto first_completed = [&]() -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      task_base* input = inputs.data()[i];
+      if (input == nullptr || input->is_completed()) return i;
+    }
+    return std::nullopt;
+  };
+  if (inputs.size() == 0) return std::nullopt;
+  if (auto done = first_completed()) return done;
+  task<> any = when_any(inputs);
+  if (!wait(any.base(), deadline)) return std::nullopt;
+  return first_completed();
+}
+
+}  // namespace magpie::detail

@@ -1,0 +1,51 @@
+// Helpers for the task-model suites (task, task_event, nested, pipe, wait).
+#pragma once
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+namespace magpie::test {
+
+// no_leaks checks, when it goes out of scope, that every task created since it was made
+// has been destroyed and every pool block returned. Tasks are released by worker threads
+// just after they complete, so it waits (bounded) for the counts to settle first; declare
+// it before the scheduler so that the scheduler's shutdown comes first.
+class no_leaks {
+ public:
+  no_leaks() : tasks_(detail::live_tasks()), blocks_(detail::task_pool::live_blocks()) {}
+  ~no_leaks() {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((detail::live_tasks() != tasks_ || detail::task_pool::live_blocks() != blocks_) &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+    CHECK(detail::live_tasks() == tasks_);
+    CHECK(detail::task_pool::live_blocks() == blocks_);
+  }
+  no_leaks(const no_leaks&) = delete;
+  no_leaks& operator=(const no_leaks&) = delete;
+
+ private:
+  std::int64_t tasks_;
+  std::int64_t blocks_;
+};
+
+// worker_counts is the worker-count matrix scheduler tests run over (0 = waiting threads
+// run everything; 8 oversubscribes a 2-core machine).
+inline constexpr unsigned worker_counts[] = {0, 1, 2, 8};
+
+// options_with builds scheduler options with `workers` foreground workers; with zero,
+// no background workers either, so only waiting threads run work.
+inline scheduler_options options_with(unsigned workers) {
+  scheduler_options options;
+  options.workers = workers;
+  options.background_workers = workers == 0 ? 0 : 1;
+  return options;
+}
+
+}  // namespace magpie::test

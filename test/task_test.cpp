@@ -1,0 +1,376 @@
+// Suite "task": launching, results, prerequisites, placement, exceptions, lifetime.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Counting allocations: the "no malloc on the hot path" test switches this on. GCC
+// cannot see that these replacements pair malloc with free themselves.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: a test statistic
+  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+
+using namespace magpie;
+using test::no_leaks;
+
+TEST_CASE("task: a launched task runs once and hands back its result") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> runs{0};
+    task<int> answer = pool.launch("answer", [&] {
+      runs.fetch_add(1);
+      return 42;
+    });
+    CHECK(answer.is_valid());
+    CHECK(answer.get_result() == 42);
+    CHECK(answer.is_completed());
+    CHECK_FALSE(answer.has_exception());
+    CHECK(runs.load() == 1);
+    CHECK(std::string(answer.name()) == "answer");
+  }
+}
+
+TEST_CASE("task: an invalid handle counts as completed; get_result on it is reported and throws") {
+  test::diagnostic_recorder recorder;
+  task<int> nothing;
+  CHECK_FALSE(nothing.is_valid());
+  CHECK(nothing.is_completed());
+  nothing.wait();
+  CHECK(nothing.wait(std::chrono::milliseconds(0)));
+  CHECK_THROWS_AS(nothing.get_result(), std::logic_error);
+  CHECK(recorder.count() == 1);
+}
+
+TEST_CASE("task: handles copy, move and convert to task<void>; the result lives as long as the task") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task<std::string> text = pool.launch("text", [] { return std::string(100, 'x'); });
+  task<> plain = text;  // the same task
+  CHECK(plain == static_cast<const task<>&>(text));
+  task<std::string> moved = std::move(text);
+  CHECK_FALSE(text.is_valid());
+  plain.wait();
+  CHECK(moved.get_result().size() == 100);
+  moved.get_result() += "y";  // get_result is a reference to the kept result
+  CHECK(moved.get_result().size() == 101);
+}
+
+TEST_CASE("task: move-only results and move-only bodies") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  auto owned = std::make_unique<int>(7);
+  task<std::unique_ptr<int>> made = pool.launch("move-only", [owned = std::move(owned)]() mutable {
+    return std::move(owned);
+  });
+  REQUIRE(made.get_result() != nullptr);
+  CHECK(*made.get_result() == 7);
+}
+
+TEST_CASE("task: a task runs only after all its prerequisites, given as tasks, events and ranges") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> finished{0};
+    std::vector<task<int>> parts;
+    for (int i = 0; i < 10; ++i) {
+      parts.push_back(pool.launch("part", [&, i] {
+        finished.fetch_add(1);
+        return i;
+      }));
+    }
+    task_event gate("gate", pool);
+    task<> single = pool.launch("single", [&] { finished.fetch_add(1); });
+    std::atomic<int> seen_when_run{-1};
+    task<int> total = pool.launch("total", [&] {
+      seen_when_run.store(finished.load());
+      int sum = 0;
+      for (auto& part : parts) sum += part.get_result();
+      return sum;
+    }, parts);
+    task<> after = pool.launch("after", [&] { CHECK(total.is_completed()); CHECK(gate.is_completed()); },
+                               prerequisites(total, gate, single, task<>()));
+    CHECK_FALSE(after.wait(std::chrono::milliseconds(1)));  // the gate is shut
+    gate.trigger();
+    after.wait();
+    CHECK(total.get_result() == 45);
+    CHECK(seen_when_run.load() >= 10);
+  }
+}
+
+TEST_CASE("task: the body's captures are destroyed before completion is published") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  for (int round = 0; round < 200; ++round) {
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    task<> holder = pool.launch("holder", [keep = std::move(alive)] { (void)keep; });
+    task<> observer = pool.launch("observer", [watch] { CHECK(watch.expired()); }, holder);
+    observer.wait();
+    CHECK(watch.expired());
+  }
+}
+
+TEST_CASE("task: prerequisites are released once the task starts") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));  // one thread: deterministic
+  std::int64_t before = detail::live_tasks();
+  std::int64_t during = -1;
+  task<> starts;
+  {
+    task_event gate("gate", pool);
+    starts = pool.launch("starts", [&] { during = detail::live_tasks(); }, gate);
+    gate.trigger();
+  }  // the gate now lives only through `starts`'s reference to it
+  CHECK(detail::live_tasks() == before + 2);
+  starts.wait();
+  CHECK(during == before + 1);  // the gate was released before the body ran
+}
+
+TEST_CASE("task: run_inline runs on the thread that removes the last lock") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  std::thread::id here = std::this_thread::get_id();
+  task<std::thread::id> immediate = pool.launch("inline", [] { return std::this_thread::get_id(); }, run_inline);
+  CHECK(immediate.is_completed());  // ran inside launch
+  CHECK(immediate.get_result() == here);
+
+  task_event gate("gate", pool);
+  task<std::thread::id> later = pool.launch("inline after", [] { return std::this_thread::get_id(); }, gate, run_inline);
+  CHECK_FALSE(later.is_completed());
+  std::thread other([&] { gate.trigger(); });
+  std::thread::id other_id = other.get_id();
+  other.join();
+  CHECK(later.is_completed());
+  CHECK(later.get_result() == other_id);
+}
+
+TEST_CASE("task: on_thread runs on the named thread, in the order sent") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  pool.attach(named_thread::game);
+  std::vector<int> order;
+  std::thread::id game = std::this_thread::get_id();
+  std::vector<task<>> sent;
+  for (int i = 0; i < 20; ++i) {
+    sent.push_back(pool.launch("game work", [&, i] {
+      CHECK(std::this_thread::get_id() == game);
+      order.push_back(i);
+    }, on_thread(named_thread::game)));
+  }
+  CHECK(pool.process_until_idle(named_thread::game) == 20);
+  for (int i = 0; i < 20; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+  // A worker's task bound to the game thread waits there; the game thread's wait runs it.
+  task<> from_worker = pool.launch("launcher", [&] {
+    return pool.launch("bound", [&] { CHECK(std::this_thread::get_id() == game); }, on_thread(named_thread::game));
+  }).get_result();
+  from_worker.wait();
+  pool.detach();
+}
+
+namespace {
+thread_local int worker_kind_here = -1;  // set by on_worker_start: 0 foreground, 1 background
+}
+
+TEST_CASE("task: priorities — background work runs on background workers, high before queued normal work") {
+  no_leaks leaks;
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 1;
+  options.on_worker_start = [](const worker_info& info) {
+    worker_kind_here = info.kind == worker_kind::background ? 1 : 0;
+  };
+  scheduler pool(options);
+  // Polled, not waited for: a waiting thread would retract and run them itself.
+  std::vector<int> kinds(60, -1);
+  std::atomic<int> ran{0};
+  std::vector<task<>> background;
+  int index = 0;
+  for (priority p : {priority::background_high, priority::background_normal, priority::background_low}) {
+    for (int i = 0; i < 20; ++i, ++index) {
+      background.push_back(pool.launch("background", [&kinds, &ran, index] {
+        kinds[static_cast<std::size_t>(index)] = worker_kind_here;
+        ran.fetch_add(1);
+      }, p));
+    }
+  }
+  while (ran.load() < 60) std::this_thread::yield();
+  for (int kind : kinds) CHECK(kind == 1);
+
+  // Occupy the only foreground worker, queue normal work, then high work: high runs first.
+  std::atomic<bool> release{false};
+  std::atomic<bool> occupied{false};
+  std::vector<int> order;
+  std::atomic<int> next{0};
+  task<> blocker = pool.launch("blocker", [&] {
+    occupied.store(true);
+    while (!release.load()) std::this_thread::yield();
+  });
+  while (!occupied.load()) std::this_thread::yield();
+  std::vector<int> slots(6, -1);
+  std::vector<task<>> queued;
+  for (int i = 0; i < 3; ++i) queued.push_back(pool.launch("normal", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }));
+  for (int i = 3; i < 6; ++i) queued.push_back(pool.launch("high", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }, priority::high));
+  release.store(true);
+  blocker.wait();
+  while (next.load() < 6) std::this_thread::yield();  // only the worker runs them: no retraction here
+  for (int position = 0; position < 3; ++position) CHECK(slots[static_cast<std::size_t>(position)] >= 3);
+  wait_all(queued);
+}
+
+TEST_CASE("task: free functions use the running task's scheduler, else the attached one, else the default") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task<scheduler*> inner = pool.launch("outer", [] {
+    return magpie::launch("inner", [] { return scheduler::current(); }).get_result();
+  });
+  CHECK(inner.get_result() == &pool);
+  pool.attach(named_thread::render);
+  task<scheduler*> attached = magpie::launch("attached", [] { return scheduler::current(); });
+  CHECK(attached.get_result() == &pool);
+  pool.detach();
+  task<scheduler*> fallback = magpie::launch("fallback", [] { return scheduler::current(); });
+  CHECK(fallback.get_result() == &default_scheduler());
+}
+
+TEST_CASE("task: a body's exception is kept; wait never throws, get_result rethrows, subsequents still run") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task<int> failing = pool.launch("failing", []() -> int { throw std::runtime_error("broken"); });
+    task<bool> after = pool.launch("after", [failing] { return failing.has_exception(); }, failing);
+    failing.wait();
+    CHECK(failing.is_completed());
+    CHECK(failing.has_exception());
+    CHECK_THROWS_WITH_AS(failing.get_result(), "broken", std::runtime_error);
+    CHECK(after.get_result());
+  }
+}
+
+TEST_CASE("task: an exception nobody asked about is reported as unhandled, by task name") {
+  test::diagnostic_recorder recorder;
+  {
+    no_leaks leaks;
+    scheduler pool(test::options_with(1));
+    pool.launch("fire and forget", [] { throw std::runtime_error("lost"); });
+    task<> observed = pool.launch("observed", [] { throw std::runtime_error("seen"); });
+    observed.wait();
+    CHECK(observed.has_exception());
+  }
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == diagnostic_kind::unhandled_exception);
+  CHECK(reports[0].message.find("fire and forget") != std::string::npos);
+  CHECK(reports[0].message.find("lost") != std::string::npos);
+}
+
+TEST_CASE("task: make_completed_task is completed at once") {
+  no_leaks leaks;
+  task<int> ready = make_completed_task(5);
+  CHECK(ready.is_completed());
+  CHECK(ready.get_result() == 5);
+  task<std::string> text = make_completed_task<std::string>(3, 'a');
+  CHECK(text.get_result() == "aaa");
+}
+
+TEST_CASE("task: a launch after shutdown is reported and the task completes as never run") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  pool.shutdown();
+  task<int> late = pool.launch("late", [] { return 1; });
+  CHECK(late.is_completed());
+  CHECK(late.has_exception());
+  CHECK_THROWS_AS(late.get_result(), task_never_ran);
+  CHECK(recorder.count() >= 1);
+}
+
+TEST_CASE("task: launching, running and releasing allocates nothing from operator new once warm") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  long counted = -1;
+  pool.launch("allocation probe", [&] {
+    auto round = [] {
+      for (int i = 0; i < 2000; ++i) {
+        int captured = i;
+        task<int> one = magpie::launch("probe", [captured] { return captured + 1; });
+        if (one.get_result() != i + 1) std::abort();
+      }
+    };
+    round();  // warm: pool slabs, deque ring, injection blocks
+    allocations.store(0);
+    counting.store(true);
+    round();
+    counting.store(false);
+    counted = allocations.load();
+  }).wait();
+  CHECK(counted == 0);
+}
+
+TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" * doctest::test_suite("stress")) {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);
+  std::printf("task stress: MAGPIE_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::mt19937_64 random(seed + repeat * 131 + workers);
+      constexpr int count = 3000;
+      std::vector<task<int>> tasks;
+      std::vector<task_event> events;
+      std::vector<std::atomic<int>> runs(count);
+      tasks.reserve(count);
+      for (int i = 0; i < count; ++i) {
+        std::vector<task<>> before;
+        int wanted = static_cast<int>(random() % 4);
+        for (int k = 0; k < wanted && i > 0; ++k) before.push_back(tasks[random() % static_cast<unsigned>(i)]);
+        if (random() % 8 == 0) {
+          events.emplace_back("random event", pool);
+          before.push_back(events.back());
+        }
+        placement where = random() % 6 == 0 ? run_inline : placement(random() % 5 == 0 ? priority::high : priority::normal);
+        tasks.push_back(pool.launch("random", [&runs, before, i] {
+          for (const task<>& each : before) {
+            if (!each.is_completed()) std::abort();  // a prerequisite not complete: the core rule broke
+          }
+          runs[static_cast<std::size_t>(i)].fetch_add(1);
+          return i;
+        }, before, where));
+        // Timed: the task may sit behind an event nobody has triggered yet.
+        if (random() % 16 == 0) tasks[random() % tasks.size()].wait(std::chrono::microseconds(random() % 100));
+        if (!events.empty() && random() % 4 == 0) events[random() % events.size()].trigger();
+      }
+      for (task_event& each : events) each.trigger();
+      for (int i = 0; i < count; ++i) CHECK(tasks[static_cast<std::size_t>(i)].get_result() == i);
+      for (auto& each : runs) CHECK(each.load() == 1);
+    }
+  }
+}
