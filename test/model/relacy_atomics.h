@@ -26,7 +26,7 @@ namespace magpie::model {
 enum class weakening {
   none,
   seq_cst_to_acq_rel,  // every seq_cst becomes acquire / release / acq_rel
-  release_to_relaxed,  // every release (and the release half of acq_rel) is dropped
+  release_to_relaxed,  // every release is dropped: of release, acq_rel, seq_cst stores and read-modify-writes
 };
 
 inline weakening weakening_from_args(int argc, char** argv) {
@@ -49,6 +49,8 @@ constexpr rl::memory_order weakened(std::memory_order order, access kind) {
   if (W == weakening::release_to_relaxed) {
     if (order == mo::release) order = mo::relaxed;
     if (order == mo::acq_rel) order = mo::acquire;
+    if (order == mo::seq_cst && kind == access::store) order = mo::relaxed;
+    if (order == mo::seq_cst && kind == access::rmw) order = mo::acquire;
   }
   switch (order) {
     case mo::relaxed: return rl::mo_relaxed;

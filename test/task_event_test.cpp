@@ -1,0 +1,154 @@
+// Suite "task_event": events as gates, triggers from many threads, late prerequisites,
+// long chains, and an event dropped without trigger().
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+TEST_CASE("task_event: completes on trigger, and holds back the tasks behind it until then") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event gate("gate", pool);
+    std::atomic<int> ran{0};
+    std::vector<task<>> behind;
+    for (int i = 0; i < 50; ++i) behind.push_back(pool.launch("behind", [&] { ran.fetch_add(1); }, gate));
+    CHECK_FALSE(gate.is_completed());
+    CHECK_FALSE(gate.wait(std::chrono::milliseconds(1)));
+    CHECK(ran.load() == 0);
+    gate.trigger();
+    CHECK(gate.is_completed());
+    wait_all(behind);
+    CHECK(ran.load() == 50);
+  }
+}
+
+TEST_CASE("task_event: trigger is idempotent and may race from many threads") {
+  for (int round = 0; round < 200; ++round) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(2));
+    task_event gate("contended", pool);
+    std::atomic<int> ran{0};
+    task<> behind = pool.launch("behind", [&] { ran.fetch_add(1); }, gate);
+    std::vector<std::thread> triggers;
+    for (int t = 0; t < 4; ++t) triggers.emplace_back([&] { gate.trigger(); gate.trigger(); });
+    for (auto& each : triggers) each.join();
+    behind.wait();
+    CHECK(ran.load() == 1);
+  }
+}
+
+TEST_CASE("task_event: its own prerequisites hold it after trigger; adding them after trigger is reported") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event first("first", pool);
+  task_event second("second", pool);
+  task_event combined("combined", pool);
+  combined.add_prerequisites(first, std::vector<task<>>{second});
+  combined.trigger();
+  CHECK_FALSE(combined.is_completed());
+  first.trigger();
+  CHECK_FALSE(combined.is_completed());
+  second.trigger();
+  CHECK(combined.is_completed());  // the last prerequisite's completion completes it, on this thread
+  combined.add_prerequisites(first);
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("task_event: a chain of 100,000 events completes without recursion") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  std::vector<task_event> chain;
+  chain.reserve(100'000);
+  chain.emplace_back("link", pool);
+  for (int i = 1; i < 100'000; ++i) {
+    chain.emplace_back("link", pool);
+    chain.back().add_prerequisites(chain[chain.size() - 2]);
+  }
+  for (std::size_t i = chain.size(); i-- > 1;) chain[i].trigger();  // all but the head, last first
+  CHECK_FALSE(chain.back().is_completed());
+  chain.front().trigger();  // one trigger completes the whole chain on this thread
+  CHECK(chain.back().is_completed());
+}
+
+TEST_CASE("task_event: a chain of 100,000 tasks runs, the ready successor running next on the same worker") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event gate("gate", pool);
+  std::vector<int> order;
+  order.reserve(100'000);
+  task<> previous = gate;
+  for (int i = 0; i < 100'000; ++i) {
+    previous = pool.launch("hop", [&order, i] { order.push_back(i); }, previous);
+  }
+  gate.trigger();
+  // Polled: a waiting thread would retract the chain; here the worker must run it all.
+  while (!previous.is_completed()) std::this_thread::yield();
+  REQUIRE(order.size() == 100'000);
+  for (int i = 0; i < 100'000; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+}
+
+TEST_CASE("task_event: dropping the last handle of an untriggered event that tasks wait for is reported") {
+  test::diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  task<> stuck;
+  {
+    task_event forgotten("forgotten", pool);
+    stuck = pool.launch("stuck", [] {}, forgotten);
+  }
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == diagnostic_kind::never_ran);
+  CHECK(reports[0].message.find("forgotten") != std::string::npos);
+  CHECK_FALSE(stuck.is_completed());
+  // (the event and `stuck` stay allocated: they can never complete)
+}
+
+TEST_CASE("task_event: an untriggered event nobody waits for is released silently") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  { task_event unused("unused", pool); }
+  CHECK(recorder.count() == 0);
+}
+
+TEST_CASE("task_event stress: storms of prerequisites and triggers from many threads" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(2));
+    constexpr int events_count = 64;
+    constexpr int tasks_count = 4000;
+    std::vector<task_event> events;
+    for (int i = 0; i < events_count; ++i) events.emplace_back("storm", pool);
+    std::atomic<int> ran{0};
+    std::vector<task<>> tasks;
+    tasks.reserve(tasks_count);
+    for (int i = 0; i < tasks_count; ++i) {
+      tasks.push_back(pool.launch("stormed", [&] { ran.fetch_add(1); },
+                                  prerequisites(events[static_cast<std::size_t>(i % events_count)],
+                                                events[static_cast<std::size_t>((i * 7) % events_count)])));
+    }
+    std::vector<std::thread> triggers;
+    for (int t = 0; t < 4; ++t) {
+      triggers.emplace_back([&, t] {
+        for (int i = 0; i < events_count; ++i) events[static_cast<std::size_t>((i + t * 16) % events_count)].trigger();
+      });
+    }
+    for (auto& each : triggers) each.join();
+    wait_all(tasks);
+    CHECK(ran.load() == tasks_count);
+  }
+}
