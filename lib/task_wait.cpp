@@ -43,6 +43,12 @@ bool help(const task_base* task) noexcept {
   return false;
 }
 
+// took_back pops `task` off this thread's own deque if it is the newest item there.
+bool took_back(task_base* task) noexcept {
+  auto* own = task->owner->own_deque();
+  return own != nullptr && own->pop_if(task);
+}
+
 void retract_nested(task_base* task, unsigned depth) noexcept {
   if (task->extras == nullptr) return;
   for (edge_group* group = task->extras->nested; group != nullptr; group = group->next) {
@@ -72,15 +78,22 @@ bool retract(task_base* task, unsigned depth) noexcept {
     }
     drop_prerequisite_references(task);
   }
-  if (!can_retract_here(task) || !task->state.try_begin_execution()) return task->is_completed();
-  run_body(task);
-  retract_nested(task, depth);  // while the body's part keeps the nested list alive
-  if (task->state.release_part()) {
-    ready_loop loop(nullptr);
-    loop.completed(task, false);
-    loop.drain();
+  if (!can_retract_here(task)) return task->is_completed();
+  // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
+  // with the queue's reference, instead of leaving a stale entry for a worker to drop.
+  bool took_entry = task->target == target_none && took_back(task);
+  bool ran = task->state.try_begin_execution();
+  if (ran) {
+    run_body(task);
+    retract_nested(task, depth);  // while the body's part keeps the nested list alive
+    if (task->state.release_part()) {
+      ready_loop loop(nullptr);
+      loop.completed(task, false);
+      loop.drain();
+    }
   }
-  return true;
+  if (took_entry) release(task);
+  return ran || task->is_completed();
 }
 
 bool try_retract_and_execute(task_base* task) noexcept {
@@ -101,11 +114,12 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   }
   for (;;) {
     retract(task, 0);
+    if (task->is_completed()) return true;
+    if (help(task)) continue;
     for (int i = 0; i < spin_checks; ++i) {
       if (task->is_completed()) return true;
       for (int pause = 0; pause < 16; ++pause) cpu_relax();
     }
-    if (help(task)) continue;
     if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return task->is_completed();
 
     // Block. The flag makes the scheduler and the completer notify; setting it before the

@@ -39,9 +39,16 @@ TEST_CASE("nested: a nested event suspends the parent without occupying a worker
   no_leaks leaks;
   scheduler pool(test::options_with(1));
   task_event resume("resume", pool);
-  task<> parent = pool.launch("parent", [&] { add_nested(resume); });
-  // The only worker is free again: other work runs while the parent is suspended.
-  CHECK(pool.launch("other", [] { return 1; }).get_result() == 1);
+  std::atomic<bool> body_returned{false};
+  task<> parent = pool.launch("parent", [&] {
+    add_nested(resume);
+    body_returned.store(true);
+  });
+  while (!body_returned.load()) std::this_thread::yield();
+  // The only worker is free again: other work runs on it while the parent is suspended.
+  std::atomic<bool> other_ran{false};
+  pool.launch("other", [&] { other_ran.store(true); });
+  while (!other_ran.load()) std::this_thread::yield();
   CHECK_FALSE(parent.is_completed());
   resume.trigger();  // the last nested part: completes the parent on this thread
   CHECK(parent.is_completed());

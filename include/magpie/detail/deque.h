@@ -97,6 +97,22 @@ class work_stealing_deque {
     return item;
   }
 
+  // pop_if pops the newest item only if it is `expected` (a thread about to run an item
+  // it has just pushed takes it back, leaving no stale entry behind). Owner thread only.
+  bool pop_if(T expected) {
+    check_owner("pop_if");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    if (b == 0 || r->get(b - 1) != expected) return false;  // the owner wrote that slot itself
+    std::optional<T> taken = pop();
+    if (!taken) return false;  // a thief took it
+    if (*taken != expected) {  // cannot happen: only the owner writes slots; restore if it did
+      push(*taken);
+      return false;
+    }
+    return true;
+  }
+
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
   std::optional<T> steal() {
