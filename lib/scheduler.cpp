@@ -93,9 +93,13 @@ detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque() {
 }
 
 void scheduler::impl::wake_for(priority p) {
+  // A pool without threads has nobody to wake: skip its fence.
+  bool background_pool = workers.size() > foreground_count;
   if (is_background(p)) {
-    background_wake.notify_one();
-  } else if (!foreground_wake.notify_one() && foreground_count == 0) {
+    if (background_pool) background_wake.notify_one();
+  } else if (foreground_count > 0) {
+    foreground_wake.notify_one();
+  } else if (background_pool) {
     background_wake.notify_one();  // no foreground pool: background workers take its work
   }
 }

@@ -119,7 +119,7 @@ void schedule(task_base* task) noexcept {
 // nested tasks are still running.
 void execute(task_base* task, task_base** next_slot) noexcept {
   run_body(task);
-  if (task->state.release_part()) {
+  if (finish_body(task)) {
     ready_loop loop(next_slot);
     loop.completed(task, false);
     loop.drain();
@@ -266,7 +266,12 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     pipe_access::task_added(*into);
   }
   ready_loop loop(nullptr);
-  loop.lock_released(task, task->state.release_lock());
+  if (into == nullptr && task->prerequisite_groups == nullptr) {
+    task->state.release_unshared_launch_lock();  // no other thread can reach it yet
+    loop.lock_released(task, 0);
+  } else {
+    loop.lock_released(task, task->state.release_lock());
+  }
   loop.drain();
 }
 
@@ -302,6 +307,15 @@ void run_body(task_base* task) noexcept {
   context.self = saved.self;
   context.named = saved.named;
   context.running = saved.running;
+}
+
+bool finish_body(task_base* task) noexcept {
+  // Only the body adds nested tasks, so with none added no other thread writes num_locks.
+  if (task->extras == nullptr || task->extras->nested == nullptr) {
+    task->state.release_unshared_part();
+    return true;
+  }
+  return task->state.release_part();
 }
 
 bool is_running_here(const task_base* task) noexcept {
@@ -396,7 +410,7 @@ void ready_loop::ready(task_base* task) noexcept {
     case task_kind::inline_run:
       if (task->state.try_begin_execution()) {
         run_body(task);
-        if (task->state.release_part()) completed(task, false);
+        if (finish_body(task)) completed(task, false);
       }
       return;
     case task_kind::queued:

@@ -51,6 +51,10 @@ void run_body(task_base* task) noexcept;
 bool claim_prerequisites(task_base* task) noexcept;
 void drop_prerequisite_references(task_base* task) noexcept;
 
+// finish_body releases the body's part of a task that ran on this thread; true when that
+// completed the task (no nested task still running): the caller completes it.
+bool finish_body(task_base* task) noexcept;
+
 // is_running_here says whether this thread is inside `task`'s body (directly or in a task
 // that body is running inline).
 bool is_running_here(const task_base* task) noexcept;

@@ -86,7 +86,7 @@ bool retract(task_base* task, unsigned depth) noexcept {
   if (ran) {
     run_body(task);
     retract_nested(task, depth);  // while the body's part keeps the nested list alive
-    if (task->state.release_part()) {
+    if (finish_body(task)) {
       ready_loop loop(nullptr);
       loop.completed(task, false);
       loop.drain();

@@ -88,7 +88,6 @@ enum task_flags : std::uint8_t {
   prerequisites_released = 4,  // the back-link references were handed over (start or retraction)
   has_exception = 8,       // extras->exception holds what the body threw
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
-  has_result = 32,         // the result was constructed
 };
 
 // task_op is what a task's type-specific function is asked to do.
@@ -262,7 +261,6 @@ struct task_impl final : task_with_result<R> {
             std::invoke(self->body());
           } else {
             new (self->result_storage) R(std::invoke(self->body()));
-            self->flags.fetch_or(has_result, std::memory_order_relaxed);  // relaxed: published by completion
           }
         } catch (...) {
           self->ensure_extras().exception = std::current_exception();
@@ -275,7 +273,9 @@ struct task_impl final : task_with_result<R> {
         return;
       case task_op::destroy: {
         if constexpr (!std::is_void_v<R>) {
-          if (self->has_flag(has_result)) self->result().~R();
+          // The result exists if the body ran and did not throw (a task that never ran
+          // holds task_never_ran as its exception).
+          if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
         }
         std::uint32_t bytes = self->block_bytes;
         self->~task_impl();

@@ -54,6 +54,13 @@ class task_state {
     return num_locks_.fetch_sub(1, std::memory_order_seq_cst) - 1;
   }
 
+  // release_unshared_launch_lock removes the launch lock with a plain store, when no
+  // other thread can reach the task yet (no prerequisites, not published): the task is
+  // ready, and the caller must schedule (or run) it.
+  void release_unshared_launch_lock() noexcept {
+    num_locks_.store(0, std::memory_order_relaxed);  // relaxed: published with the task by the queue push
+  }
+
   // try_begin_execution claims the right to run the body; false if the task is still
   // locked or someone else claimed it.
   bool try_begin_execution() noexcept {
@@ -79,6 +86,15 @@ class task_state {
   // is_ready says whether every lock is gone and execution has not begun.
   bool is_ready() const noexcept {
     return num_locks_.load(std::memory_order_seq_cst) == 0;  // seq_cst: the waiter's half of release_lock's pairing
+  }
+
+  // release_unshared_part ends the body of a task to which no nested task was ever added:
+  // nobody else writes the word now, so a plain store completes it (the caller completes
+  // the task).
+  void release_unshared_part() noexcept {
+    // release: pairs with has_begun's acquire (nothing else reads it for synchronisation:
+    // completion is published by the subsequent list's close)
+    num_locks_.store(execution_flag, std::memory_order_release);
   }
 
   // has_begun says whether execution has begun (or finished).
