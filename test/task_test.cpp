@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <random>
@@ -331,6 +332,37 @@ TEST_CASE("task: launching, running and releasing allocates nothing from operato
     counted = allocations.load();
   }).wait();
   CHECK(counted == 0);
+}
+
+TEST_CASE("task: a task with 16 bytes of captures fits in two cache lines") {
+  long first = 1;
+  long second = 2;
+  auto body = [first, second] { return first + second; };
+  static_assert(sizeof(body) == 16);
+  CHECK(sizeof(detail::task_impl<decltype(body), long>) <= 128);
+}
+
+TEST_CASE("task stress: shutdown with work in flight runs every launched task" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      std::atomic<int> ran{0};
+      {
+        scheduler pool(test::options_with(workers));
+        // Each task launches two more until a depth: the tree keeps growing while the
+        // scheduler shuts down; shutdown lets running tasks launch children and runs them.
+        std::function<void(int)> grow = [&](int depth) {
+          ran.fetch_add(1);
+          if (depth == 0) return;
+          magpie::launch("grow", [&grow, depth] { grow(depth - 1); });
+          magpie::launch("grow", [&grow, depth] { grow(depth - 1); });
+        };
+        for (int i = 0; i < 8; ++i) pool.launch("root", [&grow] { grow(9); });
+      }  // shutdown
+      CHECK(ran.load() == 8 * ((1 << 10) - 1));
+    }
+  }
 }
 
 TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" * doctest::test_suite("stress")) {
