@@ -101,6 +101,31 @@ TEST_CASE("task_event: a chain of 100,000 tasks runs, the ready successor runnin
   for (int i = 0; i < 100'000; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
 }
 
+TEST_CASE("task_event: a 100,000-event chain feeding a pipe releases the piped tasks in chain order") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  constexpr int length = 100'000;
+  std::vector<int> order;
+  order.reserve(length);
+  {
+    magpie::pipe feed("fed by the chain", pool);
+    std::vector<task_event> chain;
+    chain.reserve(length);
+    for (int i = 0; i < length; ++i) {
+      chain.emplace_back("link", pool);
+      if (i > 0) chain.back().add_prerequisites(chain[static_cast<std::size_t>(i - 1)]);
+      feed.launch("fed", [&order, i] { order.push_back(i); }, chain.back());  // the pipe: no data race on order
+    }
+    for (std::size_t i = chain.size(); i-- > 1;) chain[i].trigger();
+    chain.front().trigger();
+    CHECK(feed.wait_until_empty());
+  }
+  REQUIRE(order.size() == static_cast<std::size_t>(length));
+  for (int i = 0; i < length; ++i) {
+    if (order[static_cast<std::size_t>(i)] != i) FAIL("out of order at " << i);
+  }
+}
+
 TEST_CASE("task_event: dropping the last handle of an untriggered event that tasks wait for is reported") {
   test::diagnostic_recorder recorder;
   scheduler pool(test::options_with(1));
