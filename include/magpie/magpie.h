@@ -9,4 +9,5 @@
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>
+#include <magpie/task_group.h>
 #include <magpie/wait.h>

@@ -97,20 +97,23 @@ class work_stealing_deque {
     return item;
   }
 
-  // pop_if pops the newest item only if it is `expected` (a thread about to run an item
-  // it has just pushed takes it back, leaving no stale entry behind). Owner thread only.
-  bool pop_if(T expected) {
-    check_owner("pop_if");
+  // pop_matching pops the newest item only if `wanted(item)` holds: a thread about to run an
+  // item it has just pushed takes it back, and a joining thread takes only its own
+  // children. Owner thread only.
+  template <class Wanted>
+  std::optional<T> pop_matching(Wanted&& wanted) {
+    check_owner("pop_matching");
     std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b == 0 || r->get(b - 1) != expected) return false;  // the owner wrote that slot itself
-    std::optional<T> taken = pop();
-    if (!taken) return false;  // a thief took it
-    if (*taken != expected) {  // cannot happen: only the owner writes slots; restore if it did
-      push(*taken);
-      return false;
-    }
-    return true;
+    if (b == 0 || !wanted(r->get(b - 1))) return std::nullopt;  // the owner wrote that slot itself
+    // A thief may have taken it meanwhile: pop settles that. Only the owner writes slots,
+    // so what pop returns, if anything, is the item just looked at.
+    return pop();
+  }
+
+  // pop_if(expected) pops the newest item if it is `expected`.
+  bool pop_if(T expected) {
+    return pop_matching([expected](T item) { return item == expected; }).has_value();
   }
 
   // steal removes the oldest item, or returns nothing when the deque is empty or another

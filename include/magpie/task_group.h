@@ -1,0 +1,155 @@
+// Layer 3 — fork-join: spawn children, join them.
+//
+//   int fib(int n) {
+//     if (n < 2) return n;
+//     int a = 0;
+//     magpie::task_group group;
+//     group.run([&] { a = fib(n - 1); });   // a child: may be stolen by an idle worker
+//     int b = fib(n - 2);                    // meanwhile, the parent works too
+//     group.wait();                          // join: runs its own children not yet stolen
+//     return a + b;
+//   }
+//
+// A child is as light as a work item gets: no handle, no reference count, no num_locks —
+// a pooled block holding the callable and the group's address. run() pushes it onto the
+// calling worker's deque (newest first for the owner, oldest first for thieves), so the
+// joining thread finds its own children on top of its deque and runs them cache-hot, while
+// thieves take the oldest — the biggest — pieces of work.
+//
+// While children it spawned are stolen, the joining thread runs other work only within a
+// bound on nesting (64 levels), then spins and sleeps. From a thread that is not a worker
+// the joining thread runs children itself, so fork-join works with zero workers.
+//
+// wait() rethrows the first exception a child threw (later ones are dropped; every child
+// still runs). The group is reusable after wait(). Misuse is reported: destroying a group
+// with children not joined (the destructor then joins them), or two threads in wait() at
+// once. See docs/fork-join-tutorial.md.
+#pragma once
+
+#include <magpie/detail/task_pool.h>
+#include <magpie/detail/work_item.h>
+#include <magpie/scheduler.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace magpie {
+
+class task_group;
+
+namespace detail {
+
+// group_child_name marks a work item as a task_group child (its address, not its text).
+inline constexpr char group_child_name[] = "task_group child";
+
+// group_child_base is what a joining thread reads to recognise its own children.
+struct group_child_base : work_item {
+  task_group* group = nullptr;
+};
+
+// group_child is one child of a task_group.
+template <class Body>
+struct group_child final : group_child_base {
+  Body body;
+
+  template <class F>
+  group_child(task_group* owner, F&& callable) : body(std::forward<F>(callable)) {
+    group = owner;
+    handler = &handle;
+    name = group_child_name;
+  }
+
+  static bool handle(work_item* self, work_action action) noexcept;
+};
+
+}  // namespace detail
+
+// task_group runs children and joins them.
+class task_group {
+ public:
+  // task_group uses the calling task's scheduler, else the scheduler the calling named
+  // thread is attached to, else the default scheduler; or `owner`.
+  task_group();
+  explicit task_group(scheduler& owner);
+
+  // ~task_group reports a group destroyed with children not joined, then joins them.
+  ~task_group();
+
+  task_group(const task_group&) = delete;
+  task_group& operator=(const task_group&) = delete;
+
+  // run spawns `body` as a child. Any thread (children may spawn siblings).
+  template <class Body>
+  void run(Body&& body) {
+    run_at(priority::normal, std::forward<Body>(body));
+  }
+
+  // wait joins every child run so far, then rethrows the first exception one threw.
+  void wait();
+
+  // has_exception says whether a child has thrown since the last wait().
+  bool has_exception() const noexcept { return failed_.load(std::memory_order_acquire); }  // acquire: pairs with child_failed's exchange
+
+  // run_at is run() for a chosen priority (parallel_for's background flag).
+  template <class Body>
+  void run_at(priority at, Body&& body) {
+    using child = detail::group_child<std::decay_t<Body>>;
+    void* memory = detail::task_pool::allocate(sizeof(child));
+    spawn(new (memory) child(this, std::forward<Body>(body)), at);
+  }
+
+  // is_child says whether `item` is a child of this group (for the joining thread).
+  bool is_child(const detail::work_item* item) const noexcept {
+    return item->name == detail::group_child_name && static_cast<const detail::group_child_base*>(item)->group == this;
+  }
+
+ private:
+  template <class Body>
+  friend struct detail::group_child;
+
+  // The low 31 bits of unfinished_ count children spawned and not finished; the high bit
+  // says the joiner sleeps on the word (a futex), so the last child knows from its own
+  // decrement whether to wake it — it touches nothing of the group after that.
+  static constexpr std::uint32_t sleeper_bit = std::uint32_t{1} << 31;
+
+  void spawn(detail::work_item* child, priority at);
+  void join() noexcept;
+  bool help(int joiner_depth) noexcept;
+  void child_started() noexcept;
+  void child_failed(std::exception_ptr error) noexcept;
+  void child_done() noexcept;
+
+  scheduler::impl* owner_;
+  alignas(64) std::atomic<std::uint32_t> unfinished_{0};
+  std::atomic<void*> thief_{nullptr};  // the last worker that ran one of our children: leapfrog target
+  std::atomic<bool> waiting_{false};   // a thread is inside wait()
+  std::atomic<bool> failed_{false};
+  std::exception_ptr first_exception_;
+};
+
+template <class Body>
+bool detail::group_child<Body>::handle(work_item* self, work_action action) noexcept {
+  auto* me = static_cast<group_child*>(self);
+  task_group* group = me->group;
+  if (action == work_action::run) {
+    group->child_started();
+    try {
+      me->body();
+    } catch (...) {
+      group->child_failed(std::current_exception());
+    }
+  } else {
+    group->child_failed(std::make_exception_ptr(std::runtime_error("task_group child never ran: scheduler shut down")));
+  }
+  me->~group_child();
+  task_pool::deallocate(me, sizeof(group_child));
+  group->child_done();  // last: the group may be destroyed as soon as its count drops
+  return true;
+}
+
+}  // namespace magpie

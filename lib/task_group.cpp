@@ -1,0 +1,135 @@
+// Fork-join: spawning task_group children and joining them (include/magpie/task_group.h).
+#include "scheduler_impl.h"
+
+#include <magpie/detail/task_base.h>
+#include <magpie/diagnostics.h>
+#include <magpie/task_group.h>
+
+#include <string>
+
+namespace magpie {
+
+namespace {
+
+// max_foreign_depth bounds how deeply a joining thread nests work that is not its own
+// children (each level is a frame on its stack).
+constexpr int max_foreign_depth = 64;
+
+// spin_checks is how long a joiner with nothing to run watches the count before sleeping.
+constexpr int spin_checks = 256;
+
+thread_local int foreign_depth = 0;
+
+constexpr std::uint32_t count_of(std::uint32_t word) noexcept { return word & ~(std::uint32_t{1} << 31); }
+
+}  // namespace
+
+task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
+
+task_group::task_group(scheduler& owner) : owner_(&detail::scheduler_access::of(owner)) {}
+
+task_group::~task_group() {
+  std::uint32_t left = count_of(unfinished_.load(std::memory_order_acquire));  // acquire: pairs with child_done
+  if (left != 0) {
+    report(diagnostic_kind::misuse, "task_group destroyed with " + std::to_string(left) +
+                                        " children not joined; joining them now");
+    join();
+  }
+}
+
+void task_group::spawn(detail::work_item* child, priority at) {
+  unfinished_.fetch_add(1, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
+  owner_->schedule(child, at);  // a worker's or attached thread's own deque for normal work
+}
+
+void task_group::child_started() noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.owner == owner_ && context.self != nullptr) {
+    thief_.store(context.self, std::memory_order_relaxed);  // relaxed: only a hint where to steal from
+  }
+}
+
+void task_group::child_failed(std::exception_ptr error) noexcept {
+  // acq_rel: one child wins the right to keep its exception; wait() reads it after the
+  // join, ordered by the children's count decrements
+  if (!failed_.exchange(true, std::memory_order_acq_rel)) first_exception_ = std::move(error);
+}
+
+void task_group::child_done() noexcept {
+  // acq_rel: the joiner's acquire load of zero sees everything every child did
+  std::uint32_t before = unfinished_.fetch_sub(1, std::memory_order_acq_rel);
+  // Only the word's address is used from here: the joiner may already be gone.
+  if (count_of(before) == 1 && (before & sleeper_bit) != 0) detail::std_atomics::wake_all(unfinished_);
+}
+
+bool task_group::help(int joiner_depth) noexcept {
+  if (joiner_depth >= max_foreign_depth) return false;
+  thread_context& context = this_thread_context();
+  worker* self = context.owner == owner_ ? context.self : nullptr;
+  work_item* item = nullptr;
+  // Leapfrog: the thief of one of our children has our grandchildren on its deque.
+  auto* thief = static_cast<worker*>(thief_.load(std::memory_order_relaxed));  // relaxed: a hint
+  if (thief != nullptr && thief != self) {
+    if (auto loot = thief->deque.steal()) item = *loot;
+  }
+  if (item == nullptr) item = self != nullptr ? owner_->find_work(self) : owner_->find_work_as_helper();
+  if (item == nullptr) return false;
+  ++foreign_depth;
+  owner_->execute(item, self);
+  --foreign_depth;
+  return true;
+}
+
+void task_group::join() noexcept {
+  const thread_context& context = this_thread_context();
+  auto* own = context.owner == owner_ ? owner_->own_deque() : nullptr;
+  worker* self = context.owner == owner_ ? context.self : nullptr;
+  int spins = 0;
+  for (;;) {
+    std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
+    if (count_of(word) == 0) break;
+    // Our own children first, newest first: cache-hot, and never anything else's frames.
+    if (own != nullptr) {
+      if (auto mine = own->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
+        owner_->execute(*mine, self);
+        spins = 0;
+        continue;
+      }
+    }
+    if (help(foreign_depth)) {
+      spins = 0;
+      continue;
+    }
+    if (++spins < spin_checks) {
+      for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
+      continue;
+    }
+    // Sleep until the last child finishes, announcing it in the word itself.
+    if ((word & sleeper_bit) == 0 &&
+        !unfinished_.compare_exchange_weak(word, word | sleeper_bit,
+                                           std::memory_order_seq_cst,    // seq_cst: pairs with child_done's decrement
+                                           std::memory_order_relaxed)) {  // relaxed: we only retry
+      continue;
+    }
+    blocking_scope blocked;  // on a worker: a standby worker takes this one's place
+    detail::std_atomics::wait(unfinished_, word | sleeper_bit);
+    spins = 0;
+  }
+  // Every child has finished (their last touch was the decrement): clear the sleeper bit.
+  unfinished_.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
+}
+
+void task_group::wait() {
+  bool second = waiting_.exchange(true, std::memory_order_acquire);  // acquire: pairs with the release below
+  if (second) report(diagnostic_kind::misuse, "task_group::wait called from two threads at once");
+  join();
+  if (!second) waiting_.store(false, std::memory_order_release);  // release: pairs with the exchange above
+  if (failed_.load(std::memory_order_acquire)) {  // acquire: pairs with child_failed's exchange
+    std::exception_ptr error = std::move(first_exception_);
+    first_exception_ = nullptr;
+    failed_.store(false, std::memory_order_relaxed);  // relaxed: the children are done; the next wait() starts clean
+    std::rethrow_exception(error);
+  }
+}
+
+}  // namespace magpie
