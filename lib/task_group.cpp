@@ -26,20 +26,45 @@ constexpr std::uint32_t count_of(std::uint32_t word) noexcept { return word & ~(
 
 task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
 
-task_group::task_group(scheduler& owner) : owner_(&detail::scheduler_access::of(owner)) {}
+task_group::task_group(scheduler& owner)
+    : owner_(&detail::scheduler_access::of(owner)), unwinding_at_creation_(std::uncaught_exceptions()) {}
 
 task_group::~task_group() {
   std::uint32_t left = count_of(unfinished_.load(std::memory_order_acquire));  // acquire: pairs with child_done
-  if (left != 0) {
+  if (left == 0) return;
+  // An exception between run() and wait() is not misuse: join, and drop the children's.
+  if (std::uncaught_exceptions() <= unwinding_at_creation_) {
     report(diagnostic_kind::misuse, "task_group destroyed with " + std::to_string(left) +
                                         " children not joined; joining them now");
-    join();
   }
+  join();
 }
 
-void task_group::spawn(detail::work_item* child, priority at) {
+void task_group::spawn(detail::group_child_base* child, priority at) {
   unfinished_.fetch_add(1, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
+  if (owner_->workers.empty() && owner_->own_deque() == nullptr) {
+    // Only joining threads run anything, and this one has no deque: a queue would hand
+    // the children back oldest first, nesting joins without bound. Keep them here.
+    child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
+    while (!private_children_.compare_exchange_weak(child->next_private, child,
+                                                    std::memory_order_release,    // release: the joiner's exchange sees the child whole
+                                                    std::memory_order_relaxed)) {  // relaxed: we only retry
+    }
+    return;
+  }
   owner_->schedule(child, at);  // a worker's or attached thread's own deque for normal work
+}
+
+bool task_group::run_private_children() noexcept {
+  // acquire: pairs with spawn's release CAS. Taking the whole stack means no pop races a push.
+  detail::group_child_base* taken = private_children_.exchange(nullptr, std::memory_order_acquire);
+  if (taken == nullptr) return false;
+  while (taken != nullptr) {
+    detail::group_child_base* next = taken->next_private;  // read before running: the child frees itself
+    owner_->execute(taken, nullptr);
+    taken = next;
+  }
+  return true;
 }
 
 void task_group::child_started() noexcept {
@@ -95,6 +120,10 @@ void task_group::join() noexcept {
         spins = 0;
         continue;
       }
+    }
+    if (run_private_children()) {
+      spins = 0;
+      continue;
     }
     if (help(foreign_depth)) {
       spins = 0;

@@ -5,6 +5,7 @@
 #include <magpie/config.h>
 #include <magpie/delegate.h>
 #include <magpie/diagnostics.h>
+#include <magpie/parallel_for.h>
 #include <magpie/pipe.h>
 #include <magpie/scheduler.h>
 #include <magpie/task.h>

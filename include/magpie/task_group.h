@@ -50,6 +50,7 @@ inline constexpr char group_child_name[] = "task_group child";
 // group_child_base is what a joining thread reads to recognise its own children.
 struct group_child_base : work_item {
   task_group* group = nullptr;
+  group_child_base* next_private = nullptr;  // in the group's private stack (see spawn)
 };
 
 // group_child is one child of a task_group.
@@ -77,7 +78,8 @@ class task_group {
   task_group();
   explicit task_group(scheduler& owner);
 
-  // ~task_group reports a group destroyed with children not joined, then joins them.
+  // ~task_group reports a group destroyed with children not joined, then joins them —
+  // except while an exception unwinds through it, when it joins them quietly.
   ~task_group();
 
   task_group(const task_group&) = delete;
@@ -117,7 +119,8 @@ class task_group {
   // decrement whether to wake it — it touches nothing of the group after that.
   static constexpr std::uint32_t sleeper_bit = std::uint32_t{1} << 31;
 
-  void spawn(detail::work_item* child, priority at);
+  void spawn(detail::group_child_base* child, priority at);
+  bool run_private_children() noexcept;
   void join() noexcept;
   bool help(int joiner_depth) noexcept;
   void child_started() noexcept;
@@ -127,9 +130,13 @@ class task_group {
   scheduler::impl* owner_;
   alignas(64) std::atomic<std::uint32_t> unfinished_{0};
   std::atomic<void*> thief_{nullptr};  // the last worker that ran one of our children: leapfrog target
+  // Children nobody but the joiner can run (no workers, no deque of our own): a stack the
+  // joiner takes whole, so its children run newest first without a queue in between.
+  std::atomic<detail::group_child_base*> private_children_{nullptr};
   std::atomic<bool> waiting_{false};   // a thread is inside wait()
   std::atomic<bool> failed_{false};
   std::exception_ptr first_exception_;
+  int unwinding_at_creation_;  // std::uncaught_exceptions() when made: the destructor tells unwinding from misuse
 };
 
 template <class Body>

@@ -1,0 +1,166 @@
+// Suite "parallel_for": parallel_for, parallel_reduce, parallel_invoke.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+TEST_CASE("parallel_for: every index runs exactly once, on every worker count and size") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{100'003}}) {
+      CAPTURE(count);
+      std::vector<std::atomic<int>> hits(count);
+      pool.launch("loop", [&] { parallel_for(count, [&](std::size_t i) { hits[i].fetch_add(1); }); }).wait();
+      for (auto& each : hits) CHECK(each.load() == 1);
+    }
+  }
+}
+
+TEST_CASE("parallel_for: the calling thread takes part, from outside the scheduler too") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);
+  std::thread::id here = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  parallel_for(500, [&](std::size_t) {
+    if (std::this_thread::get_id() != here) elsewhere.fetch_add(1);
+  });
+  CHECK(elsewhere.load() == 0);  // no workers: all on this thread
+  pool.detach();
+}
+
+TEST_CASE("parallel_for: options — single thread, minimum batch, unbalanced, background priority") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  pool.attach(named_thread::game);
+  std::thread::id here = std::this_thread::get_id();
+  std::atomic<int> off_thread{0};
+  parallel_for(10'000, [&](std::size_t) {
+    if (std::this_thread::get_id() != here) off_thread.fetch_add(1);
+  }, {.force_single_thread = true});
+  CHECK(off_thread.load() == 0);
+
+  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).batch == 300);
+  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).batches == 4);
+  CHECK(detail::plan_loop(1000, {.unbalanced = true}).batches > detail::plan_loop(1000, {}).batches);
+  CHECK(detail::plan_loop(1000, {.background_priority = true}).at == priority::background_normal);
+
+  for (parallel_for_options options : {parallel_for_options{.unbalanced = true}, parallel_for_options{.background_priority = true},
+                                       parallel_for_options{.min_batch_size = 64}}) {
+    std::vector<std::atomic<int>> hits(5000);
+    parallel_for(hits.size(), [&](std::size_t i) { hits[i].fetch_add(1); }, options);
+    for (auto& each : hits) CHECK(each.load() == 1);
+  }
+  pool.detach();
+}
+
+TEST_CASE("parallel_for: the first exception is rethrown; other batches still run") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    bool threw = pool.launch("loop", [&] {
+      try {
+        parallel_for(1000, [&](std::size_t i) {
+          ran.fetch_add(1);
+          if (i == 500) throw std::runtime_error("at 500");
+        }, {.min_batch_size = 10});
+      } catch (const std::runtime_error& error) {
+        return std::string(error.what()) == "at 500";
+      }
+      return false;
+    }).get_result();
+    CHECK(threw);
+    // The batch holding 500 stopped there; every other batch ran whole.
+    std::size_t batch = pool.launch("plan", [] { return detail::plan_loop(1000, {.min_batch_size = 10}).batch; }).get_result();
+    std::size_t stopped_at = 500 % batch;  // iterations of that batch that ran before 500
+    CHECK(static_cast<std::size_t>(ran.load()) == 1000 - batch + stopped_at + 1);
+  }
+}
+
+TEST_CASE("parallel_for: nested loops") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  std::vector<std::atomic<int>> cells(64 * 64);
+  pool.launch("outer", [&] {
+    parallel_for(64, [&](std::size_t row) {
+      parallel_for(64, [&](std::size_t column) { cells[row * 64 + column].fetch_add(1); });
+    });
+  }).wait();
+  for (auto& each : cells) CHECK(each.load() == 1);
+}
+
+TEST_CASE("parallel_reduce: equals the serial fold, in order, for an associative non-commutative combine") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::string expected;
+    for (int i = 0; i < 300; ++i) expected += static_cast<char>('a' + i % 26);
+    std::string joined = pool.launch("reduce", [] {
+      return parallel_reduce(std::size_t{300}, std::string(),
+                             [](std::size_t i) { return std::string(1, static_cast<char>('a' + i % 26)); },
+                             [](std::string left, const std::string& right) { return left + right; },
+                             {.min_batch_size = 7});
+    }).get_result();
+    CHECK(joined == expected);
+    long sum = pool.launch("sum", [] {
+      return parallel_reduce(std::size_t{100'000}, 0L, [](std::size_t i) { return static_cast<long>(i); },
+                             [](long a, long b) { return a + b; });
+    }).get_result();
+    CHECK(sum == 100'000L * 99'999 / 2);
+  }
+}
+
+TEST_CASE("parallel_invoke: runs every callable and rethrows the first exception") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  std::atomic<int> ran{0};
+  pool.launch("invoke", [&] {
+    parallel_invoke([&] { ran.fetch_add(1); }, [&] { ran.fetch_add(10); }, [&] { ran.fetch_add(100); });
+  }).wait();
+  CHECK(ran.load() == 111);
+  bool threw = pool.launch("invoke throwing", [&] {
+    try {
+      parallel_invoke([&] { ran.fetch_add(1); }, [] { throw std::logic_error("second"); });
+    } catch (const std::logic_error&) {
+      return true;
+    }
+    return false;
+  }).get_result();
+  CHECK(threw);
+  CHECK(ran.load() == 112);
+}
+
+TEST_CASE("parallel_for stress: many loops from many tasks at once" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::atomic<long> total{0};
+      std::vector<task<>> loops;
+      for (int t = 0; t < 32; ++t) {
+        loops.push_back(pool.launch("loop", [&total] {
+          parallel_for(2000, [&](std::size_t i) { total.fetch_add(static_cast<long>(i)); }, {.unbalanced = true});
+        }));
+      }
+      wait_all(loops);
+      CHECK(total.load() == 32L * 2000 * 1999 / 2);
+    }
+  }
+}

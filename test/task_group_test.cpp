@@ -1,0 +1,192 @@
+// Suite "task_group": spawning and joining children.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+using namespace magpie;
+using test::no_leaks;
+
+namespace {
+
+long fib(int n) {
+  if (n < 2) return n;
+  long a = 0;
+  task_group group;
+  group.run([&] { a = fib(n - 1); });
+  long b = fib(n - 2);
+  group.wait();
+  return a + b;
+}
+
+// fib_throwing throws once the recursion reaches `depth` (libfork's exception test).
+long fib_throwing(int n, int depth) {
+  if (depth == 7) throw std::runtime_error("too deep");
+  if (n < 2) return n;
+  long a = 0;
+  task_group group;
+  group.run([&] { a = fib_throwing(n - 1, depth + 1); });
+  long b = fib_throwing(n - 2, depth + 1);
+  group.wait();
+  return a + b;
+}
+
+}  // namespace
+
+TEST_CASE("task_group: fork-join fib gives the right answer on every worker count") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    long answer = pool.launch("fib", [] { return fib(20); }).get_result();
+    CHECK(answer == 6765);
+    // And from a thread that is not a worker: it runs children itself when nobody else can.
+    task_group outside(pool);
+    long from_outside = 0;
+    outside.run([&] { from_outside = fib(15); });
+    outside.wait();
+    CHECK(from_outside == 610);
+  }
+}
+
+TEST_CASE("task_group: reusable after wait, and children may spawn siblings") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  task_group group(pool);
+  std::atomic<int> ran{0};
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 10; ++i) {
+      group.run([&] {
+        ran.fetch_add(1);
+        group.run([&] { ran.fetch_add(1); });  // a sibling, from a child
+      });
+    }
+    group.wait();
+    CHECK(ran.load() == 20 * (round + 1));
+  }
+}
+
+TEST_CASE("task_group: 10,000 children that each burn 1 KB of stack and join their own group") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  std::atomic<long> sum{0};
+  pool.launch("root", [&] {
+    task_group group;
+    for (int i = 0; i < 10'000; ++i) {
+      group.run([&sum, i] {
+        volatile char stack[1024];
+        stack[i % 1024] = static_cast<char>(i);
+        task_group inner;
+        long a = 0;
+        inner.run([&a, i] { a = i; });
+        inner.run([&sum] { sum.fetch_add(1); });
+        inner.wait();
+        sum.fetch_add(a + stack[i % 1024] - static_cast<char>(i));
+      });
+    }
+    group.wait();
+  }).wait();
+  CHECK(sum.load() == 10'000 + 10'000L * 9'999 / 2);
+}
+
+TEST_CASE("task_group: the first exception is rethrown by wait; every child still runs") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_group group(pool);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 50; ++i) {
+      group.run([&ran, i] {
+        ran.fetch_add(1);
+        if (i % 10 == 3) throw std::runtime_error("child " + std::to_string(i));
+      });
+    }
+    CHECK_THROWS_AS(group.wait(), std::runtime_error);
+    CHECK(ran.load() == 50);
+    CHECK_FALSE(group.has_exception());
+    group.run([] {});
+    CHECK_NOTHROW(group.wait());  // reusable, exception cleared
+  }
+}
+
+TEST_CASE("task_group: recursive fib throwing at depth 7 — below it succeeds, above it throws, 1,000 times") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  for (int repeat = 0; repeat < 1000; ++repeat) {
+    // fib(n) calls reach depth n − 1 (fib(1) and fib(0) do not recurse): depth 7 from n = 8.
+    int n = repeat % 12;
+    bool threw = false;
+    long answer = -1;
+    try {
+      answer = pool.launch("fib throwing", [n] { return fib_throwing(n, 0); }).get_result();
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+    if (n < 8) {
+      CHECK_FALSE(threw);
+      CHECK(answer == fib(n));
+    } else {
+      CHECK(threw);
+    }
+  }
+}
+
+TEST_CASE("task_group: destroyed without wait while children run is reported, then joined") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  std::thread releaser([&] {  // lets the child finish once the destructor has reported
+    while (recorder.count() == 0) std::this_thread::yield();
+    release.store(true);
+  });
+  {
+    task_group group(pool);
+    group.run([&] {
+      while (!release.load()) std::this_thread::yield();
+      ran.fetch_add(1);
+    });
+  }
+  releaser.join();
+  CHECK(ran.load() == 1);
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("task_group: wait from two threads at once is reported") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));  // the child can only run inside the main thread's wait
+  task_group group(pool);
+  std::thread second;
+  group.run([&] {
+    // We run inside the first wait(); a second thread now waits too.
+    second = std::thread([&] { group.wait(); });
+    while (recorder.count() == 0) std::this_thread::yield();
+  });
+  group.wait();
+  second.join();
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("task_group stress: fib on 1, 2 and 8 workers, repeated" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      for (int round = 0; round < 5; ++round) {
+        CHECK(pool.launch("fib", [] { return fib(22); }).get_result() == 17711);
+      }
+    }
+  }
+}
