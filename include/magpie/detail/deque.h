@@ -97,23 +97,26 @@ class work_stealing_deque {
     return item;
   }
 
-  // pop_matching pops the newest item only if `wanted(item)` holds: a thread about to run an
-  // item it has just pushed takes it back, and a joining thread takes only its own
-  // children. Owner thread only.
+  // pop_matching pops the newest item only if `wanted(item)` holds (else it stays): a
+  // joining thread takes only its own children. The item is popped before `wanted` looks
+  // at it — a slot may hold an item a thief already took and freed. Owner thread only.
   template <class Wanted>
   std::optional<T> pop_matching(Wanted&& wanted) {
-    check_owner("pop_matching");
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b == 0 || !wanted(r->get(b - 1))) return std::nullopt;  // the owner wrote that slot itself
-    // A thief may have taken it meanwhile: pop settles that. Only the owner writes slots,
-    // so what pop returns, if anything, is the item just looked at.
-    return pop();
+    std::optional<T> taken = pop();
+    if (!taken || wanted(*taken)) return taken;
+    push(*taken);  // back where it was, at the bottom
+    return std::nullopt;
   }
 
-  // pop_if(expected) pops the newest item if it is `expected`.
+  // pop_if pops the newest item only if it is `expected` (a thread about to run an item it
+  // has just pushed takes it back, leaving no stale entry). Compares without popping, and
+  // without dereferencing: the slot may be stale. Owner thread only.
   bool pop_if(T expected) {
-    return pop_matching([expected](T item) { return item == expected; }).has_value();
+    check_owner("pop_if");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    if (b == 0 || r->get(b - 1) != expected) return false;  // the owner wrote that slot itself
+    return pop().has_value();  // a thief may have taken it meanwhile: pop settles that
   }
 
   // steal removes the oldest item, or returns nothing when the deque is empty or another
