@@ -1,0 +1,173 @@
+// Suite "pipe": one task at a time, in ready order, on any worker, without a mutex.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+namespace {
+
+// overlap_guard counts bodies running at once; a pipe must never see two.
+struct overlap_guard {
+  std::atomic<int> inside{0};
+  std::atomic<int> worst{0};
+  void enter() {
+    int now = inside.fetch_add(1) + 1;
+    int seen = worst.load();
+    while (now > seen && !worst.compare_exchange_weak(seen, now)) {
+    }
+  }
+  void leave() { inside.fetch_sub(1); }
+};
+
+}  // namespace
+
+TEST_CASE("pipe: tasks never overlap and run in launch order") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    magpie::pipe serial("serial", pool);
+    overlap_guard guard;
+    std::vector<int> order;
+    std::vector<task<>> tasks;
+    for (int i = 0; i < 500; ++i) {
+      tasks.push_back(serial.launch("piped", [&, i] {
+        guard.enter();
+        CHECK(serial.is_in_context());
+        order.push_back(i);  // safe without a lock: the pipe serialises
+        guard.leave();
+      }));
+    }
+    wait_all(tasks);
+    CHECK(guard.worst.load() == 1);
+    REQUIRE(order.size() == 500);
+    for (int i = 0; i < 500; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+    CHECK_FALSE(serial.has_work());
+  }
+}
+
+TEST_CASE("pipe: a task blocked on a prerequisite does not block the pipe; it joins when ready") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  magpie::pipe serial("serial", pool);
+  task_event gate("gate", pool);
+  std::vector<int> order;
+  task<> blocked = serial.launch("blocked", [&] { order.push_back(0); }, gate);
+  task<> free_one = serial.launch("free", [&] { order.push_back(1); });
+  free_one.wait();
+  CHECK_FALSE(blocked.is_completed());
+  CHECK(serial.has_work());  // counts the task still waiting for its prerequisite
+  CHECK_FALSE(serial.wait_until_empty(std::chrono::milliseconds(1)));
+  gate.trigger();
+  CHECK(serial.wait_until_empty());
+  REQUIRE(order.size() == 2);
+  CHECK(order[0] == 1);
+  CHECK(order[1] == 0);
+}
+
+TEST_CASE("pipe: the next task starts only after the previous one's nested tasks complete") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  magpie::pipe serial("serial", pool);
+  task_event hold("hold", pool);
+  std::atomic<bool> nested_done{false};
+  std::atomic<bool> second_saw_nested_done{false};
+  std::atomic<bool> first_returned{false};
+  serial.launch("first", [&] {
+    add_nested(magpie::launch("nested", [&] { nested_done.store(true); }, hold));
+    first_returned.store(true);
+  });
+  task<> second = serial.launch("second", [&] { second_saw_nested_done.store(nested_done.load()); });
+  while (!first_returned.load()) std::this_thread::yield();
+  CHECK_FALSE(second.wait(std::chrono::milliseconds(2)));  // suspended by the nested task
+  hold.trigger();
+  second.wait();
+  CHECK(second_saw_nested_done.load());
+  serial.wait_until_empty();
+}
+
+TEST_CASE("pipe: inline piped tasks released together keep launch order") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  magpie::pipe serial("inline", pool);
+  task_event gate("gate", pool);
+  std::vector<int> order;
+  for (int i = 0; i < 50; ++i) serial.launch("inline piped", [&, i] { order.push_back(i); }, gate, run_inline);
+  gate.trigger();  // runs them all here, one after the other
+  CHECK_FALSE(serial.has_work());
+  REQUIRE(order.size() == 50);
+  for (int i = 0; i < 50; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+}
+
+TEST_CASE("pipe: is_in_context is false outside, and in a task of no pipe") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  magpie::pipe serial("serial", pool);
+  CHECK_FALSE(serial.is_in_context());
+  CHECK_FALSE(pool.launch("plain", [&] { return serial.is_in_context(); }).get_result());
+  CHECK(serial.launch("piped", [&] { return serial.is_in_context(); }).get_result());
+}
+
+TEST_CASE("pipe: destroying a pipe with unfinished tasks is reported, then waits for them") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event gate("gate", pool);
+  std::atomic<bool> ran{false};
+  std::thread opener([&] {  // lets the task run once the destructor has reported
+    while (recorder.count() == 0) std::this_thread::yield();
+    gate.trigger();
+  });
+  {
+    magpie::pipe doomed("doomed", pool);
+    doomed.launch("late", [&] { ran.store(true); }, gate);
+  }
+  opener.join();
+  CHECK(ran.load());
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("pipe stress: many producers into many pipes" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr int pipes_count = 200;
+      constexpr int per_pipe = 100;
+      std::vector<std::unique_ptr<magpie::pipe>> pipes;
+      std::vector<overlap_guard> guards(pipes_count);
+      std::vector<std::atomic<int>> runs(pipes_count);
+      for (int p = 0; p < pipes_count; ++p) pipes.push_back(std::make_unique<magpie::pipe>("stressed", pool));
+      std::vector<std::thread> producers;
+      for (int t = 0; t < 4; ++t) {
+        producers.emplace_back([&, t] {
+          for (int i = 0; i < pipes_count * per_pipe / 4; ++i) {
+            auto p = static_cast<std::size_t>((i * 7 + t) % pipes_count);
+            pipes[p]->launch("stressed", [&guards, &runs, p] {
+              guards[p].enter();
+              runs[p].fetch_add(1);
+              guards[p].leave();
+            });
+          }
+        });
+      }
+      for (auto& each : producers) each.join();
+      for (auto& each : pipes) CHECK(each->wait_until_empty());
+      for (int p = 0; p < pipes_count; ++p) {
+        CHECK(guards[static_cast<std::size_t>(p)].worst.load() == 1);
+        CHECK(runs[static_cast<std::size_t>(p)].load() == per_pipe);
+      }
+    }
+  }
+}

@@ -1,0 +1,222 @@
+// Suite "wait": retraction, blocking, timeouts, waiting on several tasks, and the
+// no-deadlock guarantee when every worker waits.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+namespace {
+
+// fib_blocking waits for its children with get_result(): every worker blocks in waits.
+long fib_blocking(int n) {
+  if (n < 2) return n;
+  task<long> left = magpie::launch("fib", [n] { return fib_blocking(n - 1); });
+  task<long> right = magpie::launch("fib", [n] { return fib_blocking(n - 2); });
+  return left.get_result() + right.get_result();
+}
+
+}  // namespace
+
+TEST_CASE("wait: with no workers, waiting runs the prerequisites first, in dependency order") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> order;
+  task<> a = pool.launch("a", [&] { order.push_back(1); });
+  task<> b = pool.launch("b", [&] { order.push_back(2); }, a);
+  task<> c = pool.launch("c", [&] { order.push_back(3); }, b);
+  c.wait();
+  REQUIRE(order.size() == 3);
+  CHECK(order == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("wait: try_retract_and_execute runs an unstarted task on the calling thread") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::thread::id here = std::this_thread::get_id();
+  task<std::thread::id> where = pool.launch("where", [] { return std::this_thread::get_id(); });
+  CHECK(where.try_retract_and_execute());
+  CHECK(where.is_completed());
+  CHECK(where.get_result() == here);
+}
+
+TEST_CASE("wait: waiting on a task from inside itself is reported and returns") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task<> self;
+  task_event go("go", pool);
+  self = pool.launch("self-waiting", [&] {
+    self.wait();
+    CHECK_FALSE(self.wait(std::chrono::milliseconds(1)));
+  }, go);
+  go.trigger();
+  self.wait();
+  CHECK(recorder.count() == 2);
+  for (auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("wait: timeouts — false behind an untriggered event, true once triggered") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event gate("gate", pool);
+    task<int> behind = pool.launch("behind", [] { return 7; }, gate);
+    CHECK_FALSE(behind.wait(std::chrono::milliseconds(1)));
+    CHECK_FALSE(behind.wait(std::chrono::milliseconds(0)));
+    gate.trigger();
+    CHECK(behind.wait(std::chrono::seconds(30)));
+    CHECK(behind.get_result() == 7);
+  }
+}
+
+TEST_CASE("wait: wait_all and wait_any over ranges, with and without timeouts") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  std::vector<task<int>> parts;
+  for (int i = 0; i < 20; ++i) parts.push_back(pool.launch("part", [i] { return i; }));
+  CHECK(wait_all(parts));
+  for (auto& each : parts) CHECK(each.is_completed());
+  CHECK(wait_all(parts, std::chrono::milliseconds(1)));
+
+  task_event never_a("a", pool);
+  task_event never_b("b", pool);
+  std::vector<task<>> gates{never_a, never_b};
+  CHECK_FALSE(wait_any(gates, std::chrono::milliseconds(1)).has_value());
+  CHECK_FALSE(wait_all(gates, std::chrono::milliseconds(1)));
+  never_b.trigger();
+  auto first = wait_any(gates);
+  REQUIRE(first.has_value());
+  CHECK(*first == 1);
+  never_a.trigger();
+  CHECK_FALSE(wait_any(std::vector<task<>>{}).has_value());
+  CHECK(wait_any(std::vector<task<>>{task<>()}) == std::optional<std::size_t>(0));  // invalid counts as completed
+}
+
+TEST_CASE("wait: when_all completes after all, when_any after the first") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event a("a", pool);
+    task_event b("b", pool);
+    std::vector<task<>> both{a, b, task<>()};
+    task<> all = when_all(both);
+    task<> any = when_any(both);
+    task<> any_real = when_any(std::vector<task<>>{a, b});
+    CHECK(any.is_completed());  // the invalid handle counts as completed
+    CHECK_FALSE(all.is_completed());
+    CHECK_FALSE(any_real.is_completed());
+    b.trigger();
+    CHECK(any_real.is_completed());
+    CHECK_FALSE(all.is_completed());
+    a.trigger();
+    all.wait();
+    CHECK(all.is_completed());
+    CHECK(when_any(std::vector<task<>>{}).is_completed());
+  }
+}
+
+TEST_CASE("wait: recursive fib with blocking waits on 1 and 2 workers does not deadlock") {
+  for (unsigned workers : {1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    CHECK(pool.launch("fib", [] { return fib_blocking(16); }).get_result() == 987);
+  }
+}
+
+TEST_CASE("wait: deep retraction with every worker blocked") {
+  no_leaks leaks;
+  scheduler_options options = test::options_with(2);
+  options.background_workers = 0;
+  options.max_standby_workers = 0;  // no rescue: retraction alone must do it
+  test::diagnostic_recorder recorder;  // reaching the standby cap of 0 is reported
+  scheduler pool(options);
+  task_event release("release workers", pool);
+  std::atomic<int> blocked{0};
+  std::vector<task<>> blockers;
+  for (unsigned i = 0; i < 2; ++i) {
+    blockers.push_back(pool.launch("blocker", [&] {
+      blocked.fetch_add(1);
+      release.wait();
+    }));
+  }
+  while (blocked.load() < 2) std::this_thread::yield();
+  // Two levels of prerequisites and a nested task, none started: only this thread can run them.
+  std::atomic<int> ran{0};
+  task<> p1 = pool.launch("p1", [&] { ran.fetch_add(1); });
+  task<> p2 = pool.launch("p2", [&] { ran.fetch_add(1); }, p1);
+  task<> top = pool.launch("top", [&] {
+    ran.fetch_add(1);
+    add_nested(magpie::launch("nested", [&] { ran.fetch_add(1); }));
+  }, p2);
+  top.wait();
+  CHECK(ran.load() == 4);
+  release.trigger();
+  wait_all(blockers);
+}
+
+TEST_CASE("wait: a named thread waiting on a task bound to it runs it itself") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  pool.attach(named_thread::game);
+  std::thread::id game = std::this_thread::get_id();
+  task<std::thread::id> bound = pool.launch("bound", [] { return std::this_thread::get_id(); },
+                                            on_thread(named_thread::game));
+  CHECK(bound.get_result() == game);
+  // Bound behind a worker task: the wait retracts nothing here, blocks, then runs it when scheduled.
+  task<> first = pool.launch("first", [] {});
+  task<std::thread::id> later = pool.launch("later", [] { return std::this_thread::get_id(); }, first,
+                                            on_thread(named_thread::game));
+  CHECK(later.get_result() == game);
+  pool.detach();
+}
+
+TEST_CASE("wait stress: many threads wait on random tasks of a random graph" * doctest::test_suite("stress")) {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);
+  std::printf("wait stress: MAGPIE_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::mt19937_64 random(seed + static_cast<std::uint64_t>(repeat) * 977 + workers);
+      constexpr int count = 2000;
+      std::vector<task<int>> tasks;
+      tasks.reserve(count);
+      for (int i = 0; i < count; ++i) {
+        std::vector<task<>> before;
+        for (int k = 0; k < static_cast<int>(random() % 3) && i > 0; ++k) before.push_back(tasks[random() % static_cast<unsigned>(i)]);
+        tasks.push_back(pool.launch("node", [i] { return i; }, before));
+      }
+      std::vector<std::thread> waiters;
+      std::atomic<int> wrong{0};
+      for (int t = 0; t < 4; ++t) {
+        waiters.emplace_back([&, t] {
+          std::mt19937_64 mine(seed + static_cast<std::uint64_t>(t));
+          for (int k = 0; k < 300; ++k) {
+            std::size_t index = mine() % tasks.size();
+            if (tasks[index].get_result() != static_cast<int>(index)) wrong.fetch_add(1);
+          }
+        });
+      }
+      for (auto& each : waiters) each.join();
+      CHECK(wait_all(tasks));
+      CHECK(wrong.load() == 0);
+    }
+  }
+}
