@@ -13,9 +13,14 @@ pipe::pipe(const char* name) : pipe(name, detail::scheduler_for_free_functions()
 
 pipe::pipe(const char* name, scheduler& owner) : name_(name != nullptr ? name : ""), owner_(&owner) {}
 
+namespace {
+constexpr std::uint32_t sleeper_bit = std::uint32_t{1} << 31;
+constexpr std::uint32_t count_of(std::uint32_t word) noexcept { return word & ~sleeper_bit; }
+}  // namespace
+
 pipe::~pipe() {
-  // acquire: pairs with task_finished's release, so the tasks' effects are visible
-  std::int64_t unfinished = unfinished_.load(std::memory_order_acquire);
+  // acquire: pairs with task_finished's decrement, so the tasks' effects are visible
+  std::uint32_t unfinished = count_of(unfinished_.load(std::memory_order_acquire));
   if (unfinished != 0) {
     report(diagnostic_kind::misuse, std::string("pipe '") + name_ + "' destroyed with " +
                                         std::to_string(unfinished) + " unfinished tasks; waiting for them");
@@ -24,7 +29,7 @@ pipe::~pipe() {
 }
 
 bool pipe::has_work() const noexcept {
-  return unfinished_.load(std::memory_order_acquire) != 0;  // acquire: pairs with task_finished's release
+  return count_of(unfinished_.load(std::memory_order_acquire)) != 0;  // acquire: pairs with task_finished's decrement
 }
 
 bool pipe::is_in_context() const noexcept { return detail::current_pipe() == this; }
@@ -32,24 +37,28 @@ bool pipe::is_in_context() const noexcept { return detail::current_pipe() == thi
 bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept {
   scheduler::impl& pool = detail::scheduler_access::of(*owner_);
   for (;;) {
-    if (!has_work()) return true;
-    if (pool.workers.empty() && owner_->try_run_one()) continue;  // nobody else runs the tasks
-    auto key = emptied_.prepare_wait();
-    if (!has_work()) {
-      emptied_.cancel_wait();
+    std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with task_finished's decrement
+    if (count_of(word) == 0) {
+      // Clear a sleeper bit left behind, so the next emptying does not wake anyone.
+      if (word != 0) unfinished_.compare_exchange_strong(word, 0, std::memory_order_relaxed);  // relaxed: only the bit changes
       return true;
+    }
+    if (pool.workers.empty() && owner_->try_run_one()) continue;  // nobody else runs the tasks
+    auto now = std::chrono::steady_clock::now();
+    if (deadline != nullptr && now >= *deadline) return false;
+    if ((word & sleeper_bit) == 0 &&
+        !unfinished_.compare_exchange_weak(word, word | sleeper_bit,
+                                           std::memory_order_seq_cst,    // seq_cst: pairs with task_finished's decrement
+                                           std::memory_order_relaxed)) {  // relaxed: we only retry
+      continue;
     }
     blocking_scope blocked;
     if (deadline == nullptr) {
-      emptied_.commit_wait(key);
-      continue;
+      detail::std_atomics::wait(unfinished_, word | sleeper_bit);
+    } else {
+      detail::std_atomics::wait_for(unfinished_, word | sleeper_bit,
+                                    std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now).count());
     }
-    auto now = std::chrono::steady_clock::now();
-    if (now >= *deadline) {
-      emptied_.cancel_wait();
-      return !has_work();
-    }
-    emptied_.commit_wait_for(key, std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now));
   }
 }
 
@@ -66,7 +75,9 @@ void pipe_access::task_finished(magpie::pipe& p, task_base* task) noexcept {
     release(task);
   }
   // acq_rel: a waiter that reads zero sees every piped task's effects
-  if (p.unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) p.emptied_.notify_all();
+  std::uint32_t before = p.unfinished_.fetch_sub(1, std::memory_order_acq_rel);
+  // Only the word's address is used from here: the pipe may already be destroyed.
+  if (count_of(before) == 1 && (before & sleeper_bit) != 0) std_atomics::wake_all(p.unfinished_);
 }
 
 }  // namespace detail

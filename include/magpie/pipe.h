@@ -14,7 +14,6 @@
 // of the task it displaced (or, if there was none, is ready at once).
 #pragma once
 
-#include <magpie/detail/event_count.h>
 #include <magpie/task.h>
 
 #include <atomic>
@@ -73,8 +72,10 @@ class pipe {
   const char* name_;
   scheduler* owner_;
   std::atomic<detail::task_base*> last_{nullptr};  // holds a reference while set
-  std::atomic<std::int64_t> unfinished_{0};
-  detail::event_count<> emptied_;
+  // The low 31 bits count unfinished tasks; the high bit says a thread sleeps on the word
+  // (a futex) until it reaches zero, so the last task knows from its own decrement whether
+  // to wake it — and touches nothing of the pipe after that.
+  std::atomic<std::uint32_t> unfinished_{0};
 };
 
 }  // namespace magpie
