@@ -95,10 +95,14 @@ void last_handle_dropped(task_base* event) noexcept {
   trigger(event);  // nothing waits for it: let it complete and free itself
 }
 
+// can_run_here says whether a task made ready by what this thread just ran may run next
+// on this thread, skipping the queue: on a worker of its scheduler; on any thread running
+// that scheduler's work when it has no workers (nobody else would run it).
 bool can_run_here(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  return context.self != nullptr && context.owner == task->owner && task->target == target_none &&
-         (!is_background(task->task_priority) || context.self->kind == worker_kind::background);
+  if (context.owner != task->owner || task->target != target_none) return false;
+  if (context.self == nullptr) return task->owner->workers.empty();
+  return !is_background(task->task_priority) || context.self->kind == worker_kind::background;
 }
 
 void schedule(task_base* task) noexcept {

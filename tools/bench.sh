@@ -31,8 +31,8 @@ mkdir -p bench/results
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-for workload in scheduler; do
-  for system in magpie tbb; do
+for workload in scheduler tasks fork_join; do
+  for system in magpie tbb serial; do
     binary="$dir/bench/bench_${workload}_${system}"
     [ -x "$binary" ] || continue
     echo "=== $workload ($system)"

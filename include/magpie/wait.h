@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <ranges>
 
 namespace magpie {
 
@@ -31,22 +32,42 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, 
 }
 }  // namespace detail
 
+namespace detail {
+// for_each_newest_first visits a range last to first where it can: tasks launched in a
+// row from this thread sit newest-on-top in its deque, so a waiter retracts each straight
+// off the top instead of leaving queue entries behind.
+template <class Range, class Visit>
+bool for_each_newest_first(const Range& tasks, Visit visit) {
+  if constexpr (std::ranges::bidirectional_range<const Range&>) {
+    for (auto each = std::ranges::end(tasks); each != std::ranges::begin(tasks);) {
+      --each;
+      if (!visit(static_cast<const task<>&>(*each))) return false;
+    }
+  } else {
+    for (const auto& each : tasks) {
+      if (!visit(static_cast<const task<>&>(each))) return false;
+    }
+  }
+  return true;
+}
+}  // namespace detail
+
 // wait_all waits for every task in `tasks`, one after the other, each with retraction.
 template <prerequisite_range Range>
 bool wait_all(const Range& tasks) {
-  for (const auto& each : tasks) static_cast<const task<>&>(each).wait();
-  return true;
+  return detail::for_each_newest_first(tasks, [](const task<>& one) {
+    one.wait();
+    return true;
+  });
 }
 
 // wait_all with a timeout returns false if some task had not completed in time.
 template <prerequisite_range Range, class Rep, class Period>
 bool wait_all(const Range& tasks, std::chrono::duration<Rep, Period> timeout) {
   auto deadline = detail::deadline_after(timeout);
-  for (const auto& each : tasks) {
-    const task<>& one = each;
-    if (one.is_valid() && !detail::wait(one.base(), &deadline)) return false;
-  }
-  return true;
+  return detail::for_each_newest_first(tasks, [&deadline](const task<>& one) {
+    return !one.is_valid() || detail::wait(one.base(), &deadline);
+  });
 }
 
 // wait_any returns the index of a completed task (the first it finds), after waiting for

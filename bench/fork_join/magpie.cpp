@@ -1,0 +1,36 @@
+// Fork-join workloads on magpie: task_group for fib, parallel_for for the rest.
+// "N threads" = N − 1 workers + this thread, attached as the game thread.
+#include "run.h"
+
+#include <magpie/magpie.h>
+
+namespace {
+
+struct magpie_system {
+  template <class A, class B>
+  static void spawn_join(A&& a, B&& b) {
+    magpie::task_group group;
+    group.run(std::forward<A>(a));
+    b();
+    group.wait();
+  }
+  template <class Body>
+  static void parallel_for(std::size_t n, Body&& body) {
+    magpie::parallel_for(n, std::forward<Body>(body));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "magpie fork-join benchmarks");
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler_options options;
+    options.workers = threads - 1;  // the calling thread is the N-th
+    options.background_workers = 0;
+    magpie::scheduler pool(options);
+    pool.attach(magpie::named_thread::game);
+    workloads::run_all<magpie_system>(chosen, "magpie", threads, [](auto&& work) { work(); });
+    pool.detach();
+  }
+}

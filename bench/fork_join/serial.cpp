@@ -1,0 +1,24 @@
+// Fork-join workloads run serially (noinline baselines): the floor the overheads are
+// measured against. Recorded at 1 thread only.
+#include "run.h"
+
+namespace {
+
+struct serial_system {
+  template <class A, class B>
+  static void spawn_join(A&& a, B&& b) {
+    a();
+    b();
+  }
+  template <class Body>
+  static void parallel_for(std::size_t n, Body&& body) {
+    for (std::size_t i = 0; i < n; ++i) body(i);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "serial fork-join baselines");
+  workloads::run_all<serial_system>(chosen, "serial", 1, [](auto&& work) { work(); });
+}

@@ -1,0 +1,33 @@
+// Fork-join workloads on oneTBB: task_group for fib, parallel_for for the rest, in an
+// arena of N threads. Peer of bench/fork_join/magpie.cpp.
+#include "run.h"
+
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+namespace {
+
+struct tbb_system {
+  template <class A, class B>
+  static void spawn_join(A&& a, B&& b) {
+    oneapi::tbb::task_group group;
+    group.run(std::forward<A>(a));
+    b();
+    group.wait();
+  }
+  template <class Body>
+  static void parallel_for(std::size_t n, Body&& body) {
+    oneapi::tbb::parallel_for(std::size_t{0}, n, [&body](std::size_t i) { body(i); });
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "oneTBB fork-join benchmarks");
+  for (unsigned threads : chosen.threads) {
+    oneapi::tbb::task_arena arena(static_cast<int>(threads));
+    workloads::run_all<tbb_system>(chosen, "tbb", threads, [&arena](auto&& work) { arena.execute(work); });
+  }
+}

@@ -1,0 +1,112 @@
+// The fork-join workloads, written once over a "fork-join system" S that provides
+//   S::spawn_join(a, b)                   run a and b, possibly in parallel, return after both
+//   S::parallel_for(n, body)              body(i) for i in [0, n)
+// so that magpie, oneTBB and the serial baseline run identical code. Every workload checks
+// its answer and throws on a wrong one.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace workloads {
+
+inline void check(bool right, const std::string& what) {
+  if (!right) throw std::runtime_error("wrong answer: " + what);
+}
+
+__attribute__((noinline)) inline long serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2); }
+
+// fib_calls is the number of calls fib(n) makes (each a task when cut_off is 2).
+inline double fib_calls(int n, int cut_off) {
+  if (n < cut_off) return 1;
+  return 1 + fib_calls(n - 1, cut_off) + fib_calls(n - 2, cut_off);
+}
+
+template <class S>
+long fib(int n, int cut_off) {
+  if (n < cut_off) return serial_fib(n);
+  long a = 0;
+  long b = 0;
+  S::spawn_join([&] { a = fib<S>(n - 1, cut_off); }, [&] { b = fib<S>(n - 2, cut_off); });
+  return a + b;
+}
+
+// skynet: a tree of fan-out 10 down to `leaves` leaves, each returning its number.
+template <class S>
+std::uint64_t skynet(std::uint64_t number, std::uint64_t size) {
+  if (size == 1) return number;
+  std::uint64_t sums[10] = {};
+  std::uint64_t child = size / 10;
+  S::parallel_for(10, [&](std::size_t i) { sums[i] = skynet<S>(number + i * child, child); });
+  std::uint64_t total = 0;
+  for (std::uint64_t each : sums) total += each;
+  return total;
+}
+
+// nqueens: placements counted with a task per choice in every row.
+template <class S>
+long nqueens(std::vector<int> columns, int n) {
+  int row = static_cast<int>(columns.size());
+  if (row == n) return 1;
+  std::vector<long> found(static_cast<std::size_t>(n), 0);
+  S::parallel_for(static_cast<std::size_t>(n), [&](std::size_t column) {
+    for (int earlier = 0; earlier < row; ++earlier) {
+      int other = columns[static_cast<std::size_t>(earlier)];
+      int c = static_cast<int>(column);
+      if (other == c || other - c == earlier - row || other - c == row - earlier) return;
+    }
+    std::vector<int> next = columns;
+    next.push_back(static_cast<int>(column));
+    found[column] = nqueens<S>(std::move(next), n);
+  });
+  long total = 0;
+  for (long each : found) total += each;
+  return total;
+}
+
+inline long nqueens_answer(int n) {
+  constexpr long known[] = {0, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596};
+  return known[n];
+}
+
+// matmul: C = A × B, one parallel_for over rows.
+template <class S>
+void matmul(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, std::size_t n) {
+  S::parallel_for(n, [&](std::size_t i) {
+    for (std::size_t j = 0; j < n; ++j) c[i * n + j] = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+      double aik = a[i * n + k];
+      for (std::size_t j = 0; j < n; ++j) c[i * n + j] += aik * b[k * n + j];
+    }
+  });
+}
+
+// mandelbrot: escape iterations summed over a width × width grid, rows in parallel.
+template <class S>
+long mandelbrot(std::size_t width) {
+  std::vector<long> rows(width, 0);
+  S::parallel_for(width, [&](std::size_t y) {
+    long sum = 0;
+    for (std::size_t x = 0; x < width; ++x) {
+      double cr = -2.0 + 2.5 * static_cast<double>(x) / static_cast<double>(width);
+      double ci = -1.25 + 2.5 * static_cast<double>(y) / static_cast<double>(width);
+      double zr = 0.0, zi = 0.0;
+      int i = 0;
+      for (; i < 256 && zr * zr + zi * zi < 4.0; ++i) {
+        double t = zr * zr - zi * zi + cr;
+        zi = 2.0 * zr * zi + ci;
+        zr = t;
+      }
+      sum += i;
+    }
+    rows[y] = sum;
+  });
+  long total = 0;
+  for (long each : rows) total += each;
+  return total;
+}
+
+}  // namespace workloads

@@ -1,0 +1,92 @@
+// Task-model workloads on magpie (DESIGN §7): empty tasks one at a time and in a batch,
+// UE's launch-wait latency, 10k tasks released by one event, a linear chain (build and
+// run timed apart). Peer: bench/tasks/tbb.cpp. "N threads" = N − 1 workers + this thread,
+// attached as the game thread.
+#include "../common/harness.h"
+
+#include <magpie/magpie.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+void check(bool right, const char* what) {
+  if (!right) throw std::runtime_error(std::string("wrong answer: ") + what);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "magpie task-model benchmarks");
+  const std::size_t singles = chosen.quick ? (1u << 16) : (1u << 18);
+  const std::size_t batch = chosen.quick ? (1u << 17) : (1u << 20);
+  const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
+  const std::size_t spawned = 10'000;
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler_options options;
+    options.workers = threads - 1;  // the calling thread is the N-th
+    options.background_workers = 0;
+    magpie::scheduler pool(options);
+    pool.attach(magpie::named_thread::game);
+
+    auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
+      std::size_t sum = 0;
+      for (std::size_t i = 0; i < singles; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
+      check(sum == singles * (singles - 1) / 2, "one at a time");
+    });
+    bench::record(chosen, "magpie", "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
+
+    std::vector<magpie::task<>> handles;
+    handles.reserve(batch);
+    auto batched = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::size_t> ran{0};
+      for (std::size_t i = 0; i < batch; ++i) {
+        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after wait_all
+      }
+      magpie::wait_all(handles);
+      handles.clear();
+      check(ran.load() == batch, "batch");
+    });
+    bench::record(chosen, "magpie", "task_empty_batch", std::to_string(batch), threads, batched, batch);
+
+    std::vector<double> latencies;
+    for (int sample = 0; sample < 1000; ++sample) {
+      auto start = std::chrono::steady_clock::now();
+      pool.launch("latency", [] {}).wait();
+      latencies.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    bench::record(chosen, "magpie", "task_latency_p50", "1000", threads, {bench::percentile(latencies, 50)}, 0);
+    bench::record(chosen, "magpie", "task_latency_p99", "1000", threads, {bench::percentile(latencies, 99)}, 0);
+
+    auto batch_spawn = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::size_t> ran{0};
+      magpie::task_event gate("gate", pool);
+      for (std::size_t i = 0; i < spawned; ++i) {
+        handles.push_back(pool.launch("gated", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, gate));  // relaxed: read after wait_all
+      }
+      gate.trigger();
+      magpie::wait_all(handles);
+      handles.clear();
+      check(ran.load() == spawned, "batch spawn");
+    });
+    bench::record(chosen, "magpie", "batch_spawn", std::to_string(spawned), threads, batch_spawn, spawned);
+
+    std::vector<double> run_only;
+    auto build_and_run = bench::time_runs(chosen.runs, [&] {
+      std::size_t hops = 0;
+      magpie::task_event gate("gate", pool);
+      magpie::task<> last = gate;
+      for (std::size_t i = 0; i < chain; ++i) last = pool.launch("hop", [&hops] { ++hops; }, last);
+      auto start = std::chrono::steady_clock::now();
+      gate.trigger();
+      last.wait();
+      run_only.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      check(hops == chain, "chain");
+    });
+    run_only.erase(run_only.begin());  // the warm-up
+    bench::record(chosen, "magpie", "linear_chain_run", std::to_string(chain), threads, run_only, chain);
+    bench::record(chosen, "magpie", "linear_chain_build_run", std::to_string(chain), threads, build_and_run, chain);
+    pool.detach();
+  }
+}
