@@ -108,15 +108,20 @@ bool task_group::help(int joiner_depth) noexcept {
 void task_group::join() noexcept {
   const thread_context& context = this_thread_context();
   auto* own = context.owner == owner_ ? owner_->own_deque() : nullptr;
-  worker* self = context.owner == owner_ ? context.self : nullptr;
   int spins = 0;
+  // Own children this thread ran and has not yet taken off the count: it subtracts them
+  // in one go (before sleeping, or at the end) instead of one read-modify-write each.
+  std::uint32_t ran_here = 0;
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
-    if (count_of(word) == 0) break;
+    if (count_of(word) == ran_here) break;
     // Our own children first, newest first: cache-hot, and never anything else's frames.
+    // This thread already works for the scheduler (it has its own deque), so the child's
+    // handler runs directly.
     if (own != nullptr) {
       if (auto mine = own->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
-        owner_->execute(*mine, self);
+        (*mine)->handler(*mine, detail::work_action::run_joined);
+        ++ran_here;
         spins = 0;
         continue;
       }
@@ -131,6 +136,11 @@ void task_group::join() noexcept {
     }
     if (++spins < spin_checks) {
       for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
+      continue;
+    }
+    if (ran_here != 0) {  // the last thief must see the true count to know it must wake us
+      unfinished_.fetch_sub(ran_here, std::memory_order_acq_rel);  // acq_rel: as child_done's
+      ran_here = 0;
       continue;
     }
     // Sleep until the last child finishes, announcing it in the word itself.

@@ -143,7 +143,7 @@ template <class Body>
 bool detail::group_child<Body>::handle(work_item* self, work_action action) noexcept {
   auto* me = static_cast<group_child*>(self);
   task_group* group = me->group;
-  if (action == work_action::run) {
+  if (action != work_action::discard) {
     group->child_started();
     try {
       me->body();
@@ -155,7 +155,8 @@ bool detail::group_child<Body>::handle(work_item* self, work_action action) noex
   }
   me->~group_child();
   task_pool::deallocate(me, sizeof(group_child));
-  group->child_done();  // last: the group may be destroyed as soon as its count drops
+  // A joiner running its own child counts it itself: no read-modify-write on the count.
+  if (action != work_action::run_joined) group->child_done();  // last: the group may go once the count drops
   return true;
 }
 

@@ -15,6 +15,7 @@ namespace magpie::detail {
 enum class work_action : std::uint8_t {
   run,      // execute the work now, on this thread
   discard,  // the work can never run: release it without running
+  run_joined,  // task_group children only: run, for a joining thread that counts it itself
 };
 
 // work_item is an intrusive header: derive from it and set `handler`.
