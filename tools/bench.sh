@@ -4,6 +4,8 @@
 #   tools/bench.sh            full sizes, 5 timed runs each (medians)
 #   tools/bench.sh --quick    smaller sizes, 3 runs
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
+#   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
+#                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh bench
@@ -11,19 +13,24 @@ tools/install-deps.sh bench
 repetitions=5
 min_time=0.2
 harness_flags=(--runs 5)
+taskflow_dir=${TASKFLOW_DIR:-}
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 3 --quick); shift ;;
+    --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
+                taskflow_dir=$(realpath "$2"); shift 2 ;;
     --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do harness_flags+=(--threads "$1"); shift; done ;;
-    *) echo "usage: $0 [--quick] [--threads N...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--threads N...] [--taskflow DIR]" >&2; exit 2 ;;
   esac
 done
 
 dir=build/release
+setup_flags=(--buildtype=release -Dtests=false -Dbench=true)
+if [ -n "$taskflow_dir" ]; then setup_flags+=("-Dtaskflow_dir=$taskflow_dir"); fi
 if [ -f "$dir/build.ninja" ]; then
-  meson setup --reconfigure "$dir" --buildtype=release -Dtests=false -Dbench=true >/dev/null
+  meson setup --reconfigure "$dir" "${setup_flags[@]}" >/dev/null
 else
-  meson setup "$dir" --buildtype=release -Dtests=false -Dbench=true >/dev/null
+  meson setup "$dir" "${setup_flags[@]}" >/dev/null
 fi
 meson compile -C "$dir" >/dev/null
 
@@ -32,7 +39,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in scheduler tasks fork_join; do
-  for system in magpie tbb serial; do
+  for system in magpie tbb taskflow serial; do
     binary="$dir/bench/bench_${workload}_${system}"
     [ -x "$binary" ] || continue
     echo "=== $workload ($system)"

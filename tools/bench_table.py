@@ -49,7 +49,8 @@ def cell(record):
         return "-"
     if record["tasks"]:
         return f"{record['median_s'] * 1e9 * record['threads'] / record['tasks']:.1f} ns"
-    return f"{record['median_s'] * 1e6:.1f} us"
+    micros = record["median_s"] * 1e6
+    return f"{micros:.2f} us" if micros < 10 else f"{micros:.1f} us"  # sub-µs latencies keep two digits
 
 
 if __name__ == "__main__":
