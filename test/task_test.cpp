@@ -223,20 +223,25 @@ TEST_CASE("task: priorities — background work runs on background workers, high
   while (ran.load() < 60) std::this_thread::yield();
   for (int kind : kinds) CHECK(kind == 1);
 
-  // Occupy the only foreground worker, queue normal work, then high work: high runs first.
+  // Occupy the only worker, queue normal work, then high work: high runs first. (A second
+  // scheduler without a background worker, which would take the normal work at once.)
+  scheduler_options single_worker;
+  single_worker.workers = 1;
+  single_worker.background_workers = 0;
+  scheduler ordered(single_worker);
   std::atomic<bool> release{false};
   std::atomic<bool> occupied{false};
   std::vector<int> order;
   std::atomic<int> next{0};
-  task<> blocker = pool.launch("blocker", [&] {
+  task<> blocker = ordered.launch("blocker", [&] {
     occupied.store(true);
     while (!release.load()) std::this_thread::yield();
   });
   while (!occupied.load()) std::this_thread::yield();
   std::vector<int> slots(6, -1);
   std::vector<task<>> queued;
-  for (int i = 0; i < 3; ++i) queued.push_back(pool.launch("normal", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }));
-  for (int i = 3; i < 6; ++i) queued.push_back(pool.launch("high", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }, priority::high));
+  for (int i = 0; i < 3; ++i) queued.push_back(ordered.launch("normal", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }));
+  for (int i = 3; i < 6; ++i) queued.push_back(ordered.launch("high", [&, i] { slots[static_cast<std::size_t>(next++)] = i; }, priority::high));
   release.store(true);
   blocker.wait();
   while (next.load() < 6) std::this_thread::yield();  // only the worker runs them: no retraction here
