@@ -85,7 +85,7 @@ void destroy(task_base* task) noexcept {
 
 // last_handle_dropped: nobody can trigger an untriggered event any more.
 void last_handle_dropped(task_base* event) noexcept {
-  if (event->kind != task_kind::event || event->has_flag(triggered)) return;
+  if (event->has_flag(triggered)) return;
   if (!event->subsequents.is_empty() && !event->is_completed()) {
     report(diagnostic_kind::never_ran,
            std::string("task event '") + event->name +
@@ -192,12 +192,20 @@ void add_handle(task_base* task) noexcept {
 }
 
 void drop_handle(task_base* task) noexcept {
+  // kind is read while the handle still keeps the task alive: once it is dropped, another
+  // thread may release the last reference and free the task.
+  if (task->kind == task_kind::event) {
+    // The handle becomes a plain reference, held while last_handle_dropped looks at the event.
+    // acq_rel: pairs with the other handle owners' drops, as below
+    std::uint64_t before =
+        task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
+    if ((before >> 32) == 1) last_handle_dropped(task);
+    release(task);
+    return;
+  }
   // acq_rel: the last dropper sees every other owner's writes before destroying
-  std::uint64_t before = task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel);
-  if ((before & reference_mask) == 1) {
+  if ((task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel) & reference_mask) == 1) {
     destroy(task);
-  } else if ((before >> 32) == 1) {
-    last_handle_dropped(task);
   }
 }
 

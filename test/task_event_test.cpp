@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -175,5 +176,40 @@ TEST_CASE("task_event stress: storms of prerequisites and triggers from many thr
     for (auto& each : triggers) each.join();
     wait_all(tasks);
     CHECK(ran.load() == tasks_count);
+  }
+}
+
+TEST_CASE("task_event stress: the last handle drops while another thread triggers or a worker completes" *
+          doctest::test_suite("stress")) {
+  // CI once caught drop_handle reading a task after giving up its handle, while a worker
+  // freed it: only ASan sees that, and only when the two threads race closely.
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(2));
+    constexpr int rounds = 300;
+    constexpr int launchers = 4;
+    constexpr int per_launcher = 5000;
+    std::atomic<int> ran{0};
+    for (int i = 0; i < rounds; ++i) {
+      std::optional<task_event> gate(std::in_place, "gate", pool);
+      task<> behind = pool.launch("behind", [&] { ran.fetch_add(1); }, *gate);
+      // The thread triggers through its own copy and drops it; this thread drops the other.
+      std::thread trigger_thread([copy = *gate]() mutable { copy.trigger(); });
+      gate.reset();
+      trigger_thread.join();
+      behind.wait();
+    }
+    // Handles dropped as soon as launched race the workers that complete and free the tasks.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < launchers; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < per_launcher; ++i) pool.launch("dropped", [&] { ran.fetch_add(1); });
+      });
+    }
+    for (auto& each : threads) each.join();
+    pool.shutdown();
+    CHECK(ran.load() == rounds + launchers * per_launcher);
+    CHECK(recorder.count() == 0);
   }
 }
