@@ -26,10 +26,7 @@ constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std:
 
 }  // namespace
 
-thread_context& this_thread_context() noexcept {
-  thread_local thread_context context;
-  return context;
-}
+constinit thread_local thread_context current_thread_context;
 
 unsigned default_worker_count() noexcept {
   unsigned hardware = std::thread::hardware_concurrency();
@@ -82,14 +79,6 @@ void scheduler::impl::schedule(work_item* item, priority p) {
     injection[index_of(p)].push(item);
   }
   wake_for(p);
-}
-
-detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque() {
-  const thread_context& context = this_thread_context();
-  if (context.owner != this) return nullptr;
-  if (context.self != nullptr) return context.self->standby ? nullptr : &context.self->deque;
-  if (context.named >= 0) return &named[static_cast<std::size_t>(context.named)].deque;  // an attached thread's own
-  return nullptr;
 }
 
 void scheduler::impl::wake_for(priority p) {

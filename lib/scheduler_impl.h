@@ -97,7 +97,11 @@ struct thread_context {
   magpie::scheduler* facade = nullptr;
 };
 
-thread_context& this_thread_context() noexcept;
+// The calling thread's context: constant-initialised, so every access is one
+// thread-pointer-relative load (no guard, no call) — it sits on the spawn and launch paths.
+extern constinit thread_local thread_context current_thread_context;
+
+inline thread_context& this_thread_context() noexcept { return current_thread_context; }
 
 struct scheduler::impl {
   explicit impl(scheduler& facade, scheduler_options options);
@@ -121,7 +125,8 @@ struct scheduler::impl {
   bool accepts_from_this_thread() const;
   // own_deque is the deque the calling thread pushes its normal work to: a worker's own, or
   // an attached named thread's; nullptr for standby workers and other threads.
-  detail::work_stealing_deque<work_item*>* own_deque();
+  detail::work_stealing_deque<work_item*>* own_deque() { return own_deque(this_thread_context()); }
+  detail::work_stealing_deque<work_item*>* own_deque(const thread_context& context);
   void discard_stranded_named_work();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.
@@ -149,6 +154,13 @@ struct scheduler::impl {
   // Bit i: named[i].deque has ever been used; thieves and shutdown look only at those.
   std::atomic<std::uint32_t> named_deques_in_use{0};
 };
+
+inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const thread_context& context) {
+  if (context.owner != this) return nullptr;
+  if (context.self != nullptr) return context.self->standby ? nullptr : &context.self->deque;
+  if (context.named >= 0) return &named[static_cast<std::size_t>(context.named)].deque;  // an attached thread's own
+  return nullptr;
+}
 
 namespace detail {
 // scheduler_access lets the task layer reach a scheduler's state.

@@ -6,6 +6,7 @@
 #include <magpie/task_group.h>
 
 #include <string>
+#include <thread>
 
 namespace magpie {
 
@@ -20,29 +21,41 @@ constexpr int spin_checks = 256;
 
 thread_local int foreign_depth = 0;
 
-constexpr std::uint32_t count_of(std::uint32_t word) noexcept { return word & ~(std::uint32_t{1} << 31); }
-
 }  // namespace
 
 task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
 
 task_group::task_group(scheduler& owner)
-    : owner_(&detail::scheduler_access::of(owner)), unwinding_at_creation_(std::uncaught_exceptions()) {}
+    : owner_(&detail::scheduler_access::of(owner)), home_(&this_thread_context()) {}
 
 task_group::~task_group() {
-  std::uint32_t left = count_of(unfinished_.load(std::memory_order_acquire));  // acquire: pairs with child_done
+  std::uint32_t left = outstanding(unfinished_.load(std::memory_order_acquire), 0);  // acquire: pairs with child_done
   if (left == 0) return;
   // An exception between run() and wait() is not misuse: join, and drop the children's.
-  if (std::uncaught_exceptions() <= unwinding_at_creation_) {
+  if (std::uncaught_exceptions() == 0) {
     report(diagnostic_kind::misuse, "task_group destroyed with " + std::to_string(left) +
                                         " children not joined; joining them now");
   }
   join();
 }
 
+std::uint32_t task_group::outstanding(std::uint32_t word, std::uint32_t ran_here) const noexcept {
+  // relaxed: the home thread's own writes; or, for a joiner elsewhere, ordered by its
+  // acquire load of `word`, made first (a home child spawns before its count drops)
+  std::uint32_t unaccounted_home = spawned_at_home_.load(std::memory_order_relaxed) - home_counted_;
+  return ((word >> 1) + unaccounted_home - ran_here) & (~std::uint32_t{0} >> 1);
+}
+
 void task_group::spawn(detail::group_child_base* child, priority at) {
-  unfinished_.fetch_add(1, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
-  if (owner_->workers.empty() && owner_->own_deque() == nullptr) {
+  thread_context& context = this_thread_context();
+  if (&context == home_) {
+    // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
+    spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    unfinished_.fetch_add(one_child, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
+  }
+  auto* own = owner_->own_deque(context);
+  if (own == nullptr && owner_->workers.empty()) {
     // Only joining threads run anything, and this one has no deque: a queue would hand
     // the children back oldest first, nesting joins without bound. Keep them here.
     child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
@@ -52,7 +65,15 @@ void task_group::spawn(detail::group_child_base* child, priority at) {
     }
     return;
   }
-  owner_->schedule(child, at);  // a worker's or attached thread's own deque for normal work
+  // The common case without schedule()'s second look at the thread: normal work onto our
+  // own deque (an attached thread's only while the scheduler accepts work from outside).
+  if (own != nullptr && at == priority::normal &&
+      (context.self != nullptr || owner_->accepting.load(std::memory_order_acquire))) {  // acquire: as schedule's check
+    own->push(child);
+    owner_->wake_for(at);
+    return;
+  }
+  owner_->schedule(child, at);
 }
 
 bool task_group::run_private_children() noexcept {
@@ -82,9 +103,11 @@ void task_group::child_failed(std::exception_ptr error) noexcept {
 
 void task_group::child_done() noexcept {
   // acq_rel: the joiner's acquire load of zero sees everything every child did
-  std::uint32_t before = unfinished_.fetch_sub(1, std::memory_order_acq_rel);
+  std::uint32_t before = unfinished_.fetch_sub(one_child, std::memory_order_acq_rel);
   // Only the word's address is used from here: the joiner may already be gone.
-  if (count_of(before) == 1 && (before & sleeper_bit) != 0) detail::std_atomics::wake_all(unfinished_);
+  if ((before >> 1 & (~std::uint32_t{0} >> 1)) == 1 && (before & sleeper_bit) != 0) {
+    detail::std_atomics::wake_all(unfinished_);
+  }
 }
 
 bool task_group::help(int joiner_depth) noexcept {
@@ -106,15 +129,14 @@ bool task_group::help(int joiner_depth) noexcept {
 }
 
 void task_group::join() noexcept {
-  const thread_context& context = this_thread_context();
-  auto* own = context.owner == owner_ ? owner_->own_deque() : nullptr;
+  auto* own = owner_->own_deque(this_thread_context());
   int spins = 0;
   // Own children this thread ran and has not yet taken off the count: it subtracts them
   // in one go (before sleeping, or at the end) instead of one read-modify-write each.
   std::uint32_t ran_here = 0;
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
-    if (count_of(word) == ran_here) break;
+    if (outstanding(word, ran_here) == 0) break;
     // Our own children first, newest first: cache-hot, and never anything else's frames.
     // This thread already works for the scheduler (it has its own deque), so the child's
     // handler runs directly.
@@ -138,8 +160,11 @@ void task_group::join() noexcept {
       for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
       continue;
     }
-    if (ran_here != 0) {  // the last thief must see the true count to know it must wake us
-      unfinished_.fetch_sub(ran_here, std::memory_order_acq_rel);  // acq_rel: as child_done's
+    // Before sleeping, the word must hold the true count, so the last child knows to wake us.
+    std::uint32_t unaccounted_home = spawned_at_home_.load(std::memory_order_relaxed) - home_counted_;  // relaxed: as in outstanding
+    if (unaccounted_home != 0 || ran_here != 0) {
+      unfinished_.fetch_add((unaccounted_home - ran_here) * one_child, std::memory_order_acq_rel);  // acq_rel: as child_done's
+      home_counted_ += unaccounted_home;
       ran_here = 0;
       continue;
     }
@@ -154,15 +179,37 @@ void task_group::join() noexcept {
     detail::std_atomics::wait(unfinished_, word | sleeper_bit);
     spins = 0;
   }
-  // Every child has finished (their last touch was the decrement): clear the sleeper bit.
+  // Every child has finished (their last touch was the decrement): the home spawns are all
+  // accounted for, and the word starts again from zero, its sleeper bit clear.
+  home_counted_ = spawned_at_home_.load(std::memory_order_relaxed);  // relaxed: as in outstanding
   unfinished_.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
 }
 
 void task_group::wait() {
-  bool second = waiting_.exchange(true, std::memory_order_acquire);  // acquire: pairs with the release below
-  if (second) report(diagnostic_kind::misuse, "task_group::wait called from two threads at once");
+  const void* me = &this_thread_context();
+  const void* other = nullptr;
+  if (me == home_) {
+    // The usual joiner marks its wait with a plain store: an exchange would cost a locked
+    // instruction per fork-join (a sixth of fib's time). A second thread that enters
+    // within the same few instructions goes unreported; any later one is caught below.
+    other = joiner_.load(std::memory_order_relaxed);  // relaxed: only a misuse check
+    if (other == nullptr) joiner_.store(me, std::memory_order_relaxed);  // relaxed: only a misuse check
+  } else {
+    // acquire: pairs with the release store that ends the other wait
+    joiner_.compare_exchange_strong(other, me, std::memory_order_acquire, std::memory_order_acquire);
+  }
+  if (other == me) {
+    report(diagnostic_kind::misuse, "task_group::wait called inside one of the group's own children: it would wait for itself");
+    return;
+  }
+  if (other != nullptr) {
+    report(diagnostic_kind::misuse, "task_group::wait called from two threads at once; the second waits for the first");
+    // acquire: pairs with the release store that ends the other wait
+    while (joiner_.load(std::memory_order_acquire) != nullptr) std::this_thread::yield();
+    return;  // the first wait joined every child run before it ended
+  }
   join();
-  if (!second) waiting_.store(false, std::memory_order_release);  // release: pairs with the exchange above
+  joiner_.store(nullptr, std::memory_order_release);  // release: a second waiter sees the joined children's effects
   if (failed_.load(std::memory_order_acquire)) {  // acquire: pairs with child_failed's exchange
     std::exception_ptr error = std::move(first_exception_);
     first_exception_ = nullptr;

@@ -5,12 +5,16 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <sys/prctl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -53,9 +57,22 @@ class watchdog_clock {
         std::fprintf(stderr, "\nwatchdog: test case \"%s\" still running after %lld s; aborting\n",
                      name_.c_str(), static_cast<long long>(limit_.count()));
         std::fflush(stderr);
+        dump_threads();
+        // doctest's own SIGABRT handler can hang in a deadlocked process: die plainly.
+        std::signal(SIGABRT, SIG_DFL);
         std::abort();
       }
     }
+  }
+
+  // dump_threads prints every thread's stack through gdb, when the machine has it: a hang
+  // in CI then says where each thread waits, not only which test case hung.
+  static void dump_threads() {
+    if (std::system("command -v gdb >/dev/null 2>&1") != 0) return;
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // Yama: let our child attach to us
+    std::string command = "gdb -p " + std::to_string(getpid()) +
+                          " -batch -nx -ex 'thread apply all bt 30' 2>/dev/null | grep -E '^(Thread|#)' >&2";
+    if (std::system(command.c_str()) != 0) std::fprintf(stderr, "watchdog: gdb could not print the stacks\n");
   }
 
   std::mutex mutex_;

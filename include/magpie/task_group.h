@@ -79,13 +79,17 @@ class task_group {
   explicit task_group(scheduler& owner);
 
   // ~task_group reports a group destroyed with children not joined, then joins them —
-  // except while an exception unwinds through it, when it joins them quietly.
+  // except while an exception unwinds, when it joins them quietly. (It asks only whether
+  // an exception is in flight, not whether it was when the group was made: asking on
+  // every construction costs a call into the C++ runtime per spawn in recursive code.)
   ~task_group();
 
   task_group(const task_group&) = delete;
   task_group& operator=(const task_group&) = delete;
 
-  // run spawns `body` as a child. Any thread (children may spawn siblings).
+  // run spawns `body` as a child. Any thread (children may spawn siblings); but when wait()
+  // runs on another thread than the one that made the group, that thread must not run()
+  // meanwhile (its spawns are counted apart, for the joiner to read).
   template <class Body>
   void run(Body&& body) {
     run_at(priority::normal, std::forward<Body>(body));
@@ -114,10 +118,15 @@ class task_group {
   template <class Body>
   friend struct detail::group_child;
 
-  // The low 31 bits of unfinished_ count children spawned and not finished; the high bit
-  // says the joiner sleeps on the word (a futex), so the last child knows from its own
-  // decrement whether to wake it — it touches nothing of the group after that.
-  static constexpr std::uint32_t sleeper_bit = std::uint32_t{1} << 31;
+  // unfinished_ holds twice a count of children plus a sleeper bit (bit 0): the joiner
+  // sleeps on the word (a futex), so the last child knows from its own decrement whether
+  // to wake it — it touches nothing of the group after that. Children finishing anywhere
+  // but in the joiner's own loop subtract one; children spawned away from the home thread
+  // add one. The home thread (the group's creator) counts its spawns in spawned_at_home_
+  // with a plain store instead, and the joiner adds them to the word only before it
+  // sleeps: the word may run below zero meanwhile (it wraps, bit 0 untouched).
+  static constexpr std::uint32_t sleeper_bit = 1;
+  static constexpr std::uint32_t one_child = 2;
 
   void spawn(detail::group_child_base* child, priority at);
   bool run_private_children() noexcept;
@@ -127,16 +136,23 @@ class task_group {
   void child_failed(std::exception_ptr error) noexcept;
   void child_done() noexcept;
 
+  // What the joiner still waits for: the word's count, plus home spawns not yet in it,
+  // less the children it ran itself (modulo 2^31; see unfinished_).
+  std::uint32_t outstanding(std::uint32_t word, std::uint32_t ran_here) const noexcept;
+
   scheduler::impl* owner_;
+  const void* home_;  // the creating thread's context
+  // Written by the home thread only: a relaxed load and store, no read-modify-write.
+  std::atomic<std::uint32_t> spawned_at_home_{0};
+  std::uint32_t home_counted_ = 0;  // the joiner's: how many home spawns it has accounted for
   alignas(64) std::atomic<std::uint32_t> unfinished_{0};
   std::atomic<void*> thief_{nullptr};  // the last worker that ran one of our children: leapfrog target
   // Children nobody but the joiner can run (no workers, no deque of our own): a stack the
   // joiner takes whole, so its children run newest first without a queue in between.
   std::atomic<detail::group_child_base*> private_children_{nullptr};
-  std::atomic<bool> waiting_{false};   // a thread is inside wait()
+  std::atomic<const void*> joiner_{nullptr};  // the context of the thread inside wait(), if any
   std::atomic<bool> failed_{false};
   std::exception_ptr first_exception_;
-  int unwinding_at_creation_;  // std::uncaught_exceptions() when made: the destructor tells unwinding from misuse
 };
 
 template <class Body>
