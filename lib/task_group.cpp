@@ -55,9 +55,14 @@ void task_group::spawn(detail::group_child_base* child, priority at) {
     unfinished_.fetch_add(one_child, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
   }
   auto* own = owner_->own_deque(context);
-  if (own == nullptr && owner_->workers.empty()) {
-    // Only joining threads run anything, and this one has no deque: a queue would hand
-    // the children back oldest first, nesting joins without bound. Keep them here.
+  // Only joining threads run anything, and this one has no deque: a queue would hand the
+  // children back oldest first, nesting joins without bound. Or the home thread has no
+  // deque (a standby worker) or is nested as deep as help() goes: its join could not
+  // take them back from the shared queue. Either way the joiner keeps them.
+  bool keep_private = own == nullptr && (owner_->workers.empty() ||
+                                         (&context == home_ && (context.self != nullptr ||
+                                                                foreign_depth >= max_foreign_depth)));
+  if (keep_private) {
     child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
     while (!private_children_.compare_exchange_weak(child->next_private, child,
                                                     std::memory_order_release,    // release: the joiner's exchange sees the child whole

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -161,6 +162,44 @@ TEST_CASE("parallel_for stress: many loops from many tasks at once" * doctest::t
       }
       wait_all(loops);
       CHECK(total.load() == 32L * 2000 * 1999 / 2);
+    }
+  }
+}
+
+namespace {
+
+// skynet sums the leaves of a tree of fan-out 10 built from nested loops: every level
+// joins inside the level above, so joining threads nest work deeply.
+std::uint64_t skynet(std::uint64_t number, std::uint64_t size) {
+  if (size == 1) return number;
+  std::uint64_t sums[10] = {};
+  std::uint64_t child = size / 10;
+  parallel_for(10, [&](std::size_t i) { sums[i] = skynet(number + i * child, child); });
+  std::uint64_t total = 0;
+  for (std::uint64_t each : sums) total += each;
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for stress: deeply nested loops finish when joiners reach the nesting bound" *
+          doctest::test_suite("stress")) {
+  // Once hung: a standby worker (it has no deque) nested 64 joins deep put its loop's
+  // batches on the shared queue, where at that depth it could not take them back, and
+  // every other thread slept in a join. Such a thread now keeps its batches to itself.
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler_options options = test::options_with(workers);
+      options.background_workers = 0;
+      scheduler pool(options);
+      pool.attach(named_thread::game);
+      for (int round = 0; round < 3; ++round) {
+        constexpr std::uint64_t leaves = 1'000'000;
+        CHECK(skynet(0, leaves) == leaves * (leaves - 1) / 2);
+      }
+      pool.detach();
     }
   }
 }
