@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -32,12 +34,23 @@ struct options {
   std::string git = "unknown";
 };
 
-// parse reads the common flags; exits on --help or bad input.
+// pin_allocator makes glibc's malloc keep the memory a run frees (no trimming of the heap
+// top, no mmap for big blocks) for every system alike: otherwise each run's teardown hands
+// pages back and the next run pays page faults for them, which made a first measurement
+// (oneTBB's flow graphs at one thread) up to 4× slower than the same one repeated.
+// reset_peak_rss() trims once, outside the timed window, so peak memory stays attributable.
+inline void pin_allocator() {
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's ceiling on 64-bit
+}
+
+// parse reads the common flags and pins the allocator; exits on --help or bad input.
 inline options parse(int argc, char** argv, const std::string& description) {
+  pin_allocator();
   options chosen;
   CLI::App app(description);
   app.add_option("--threads", chosen.threads, "thread counts (default: 1 and all hardware threads)");
-  app.add_option("--runs", chosen.runs, "timed runs after one warm-up (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--runs", chosen.runs, "timed runs after >= 50 ms of warm-up (median reported)")->check(CLI::PositiveNumber);
   app.add_flag("--quick", chosen.quick, "smaller sizes, for the README's main job");
   app.add_option("--json", chosen.json_path, "append one JSON line per measurement to this file");
   app.add_option("--git", chosen.git, "commit being measured, recorded in the JSON");
@@ -53,11 +66,43 @@ inline options parse(int argc, char** argv, const std::string& description) {
   return chosen;
 }
 
-// time_runs runs `once` once to warm up, then `runs` times, and returns the seconds each
-// timed run took. `once` must check its own answer and throw on a wrong one.
+// peak_rss_kb is the peak resident memory of this process since the last
+// reset_peak_rss() (Linux VmHWM), else since the process started (ru_maxrss).
+inline long peak_rss_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// reset_peak_rss starts a new peak-memory window: writing 5 to /proc/self/clear_refs sets
+// VmHWM back to the current resident size (Linux >= 4.0), so each measurement's
+// peak_rss_kb is the most this process held while that measurement ran — memory the
+// workload's data and the scheduler hold, not a peak left over from an earlier workload.
+// Returns false where the kernel does not allow it (the figure is then process-wide).
+inline bool reset_peak_rss() {
+  malloc_trim(0);  // what earlier measurements freed is not this one's
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+// time_runs warms up by running `once` until at least 50 ms have passed (at least once:
+// one run was not enough to get one-thread figures off their slow mode), then runs it
+// `runs` times and returns the seconds each timed run took. `once` must check its own
+// answer and throw on a wrong one. The peak-memory window starts before the warm-up.
 template <class Once>
 std::vector<double> time_runs(int runs, Once&& once) {
-  once();
+  reset_peak_rss();
+  auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  do {
+    once();
+  } while (std::chrono::steady_clock::now() < warm_until);
   std::vector<double> seconds;
   for (int i = 0; i < runs; ++i) {
     auto start = std::chrono::steady_clock::now();
@@ -65,12 +110,6 @@ std::vector<double> time_runs(int runs, Once&& once) {
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return seconds;
-}
-
-inline long peak_rss_kb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss;
 }
 
 inline std::string host_name() {
@@ -88,11 +127,13 @@ inline void record(const options& chosen, const std::string& system, const std::
   std::printf("%-10s %-22s %-12s threads=%-3u median=%.6fs  %.1f ns/task/core\n", system.c_str(),
               workload.c_str(), param.c_str(), threads, median,
               tasks > 0 ? median * 1e9 * threads / static_cast<double>(tasks) : 0.0);
+  long peak = peak_rss_kb();
+  reset_peak_rss();  // the next measurement's window, for those that do not use time_runs
   if (chosen.json_path.empty()) return;
   nlohmann::json line = {
       {"workload", workload}, {"param", param}, {"system", system}, {"threads", threads},
       {"median_s", median}, {"min_s", seconds.front()}, {"max_s", seconds.back()},
-      {"runs", seconds.size()}, {"tasks", tasks}, {"peak_rss_kb", peak_rss_kb()},
+      {"runs", seconds.size()}, {"tasks", tasks}, {"peak_rss_kb", peak},
       {"host", host_name()}, {"compiler", __VERSION__}, {"git", chosen.git},
   };
   std::ofstream(chosen.json_path, std::ios::app) << line.dump() << '\n';

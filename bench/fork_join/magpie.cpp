@@ -18,6 +18,10 @@ struct magpie_system {
   static void parallel_for(std::size_t n, Body&& body) {
     magpie::parallel_for(n, std::forward<Body>(body));
   }
+  template <class Body>
+  static void fan_out(std::size_t n, Body&& body) {
+    parallel_for(n, std::forward<Body>(body));
+  }
 };
 
 }  // namespace

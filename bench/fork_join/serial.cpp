@@ -14,6 +14,10 @@ struct serial_system {
   static void parallel_for(std::size_t n, Body&& body) {
     for (std::size_t i = 0; i < n; ++i) body(i);
   }
+  template <class Body>
+  static void fan_out(std::size_t n, Body&& body) {
+    parallel_for(n, std::forward<Body>(body));
+  }
 };
 
 }  // namespace

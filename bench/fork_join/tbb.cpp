@@ -20,6 +20,10 @@ struct tbb_system {
   static void parallel_for(std::size_t n, Body&& body) {
     oneapi::tbb::parallel_for(std::size_t{0}, n, [&body](std::size_t i) { body(i); });
   }
+  template <class Body>
+  static void fan_out(std::size_t n, Body&& body) {
+    parallel_for(n, std::forward<Body>(body));
+  }
 };
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The fork-join workloads, written once over a "fork-join system" S that provides
 //   S::spawn_join(a, b)                   run a and b, possibly in parallel, return after both
-//   S::parallel_for(n, body)              body(i) for i in [0, n)
-// so that magpie, oneTBB and the serial baseline run identical code. Every workload checks
+//   S::fan_out(n, body)                   body(i) for i in [0, n), each a task (a small n:
+//                                         skynet's 10 children, nqueens' columns)
+//   S::parallel_for(n, body)              body(i) for i in [0, n), a loop the system cuts
+// so that magpie, oneTBB, Taskflow, OpenMP and the serial baseline run identical code. Every workload checks
 // its answer and throws on a wrong one.
 #pragma once
 
@@ -40,7 +42,7 @@ std::uint64_t skynet(std::uint64_t number, std::uint64_t size) {
   if (size == 1) return number;
   std::uint64_t sums[10] = {};
   std::uint64_t child = size / 10;
-  S::parallel_for(10, [&](std::size_t i) { sums[i] = skynet<S>(number + i * child, child); });
+  S::fan_out(10, [&](std::size_t i) { sums[i] = skynet<S>(number + i * child, child); });
   std::uint64_t total = 0;
   for (std::uint64_t each : sums) total += each;
   return total;
@@ -52,7 +54,7 @@ long nqueens(std::vector<int> columns, int n) {
   int row = static_cast<int>(columns.size());
   if (row == n) return 1;
   std::vector<long> found(static_cast<std::size_t>(n), 0);
-  S::parallel_for(static_cast<std::size_t>(n), [&](std::size_t column) {
+  S::fan_out(static_cast<std::size_t>(n), [&](std::size_t column) {
     for (int earlier = 0; earlier < row; ++earlier) {
       int other = columns[static_cast<std::size_t>(earlier)];
       int c = static_cast<int>(column);

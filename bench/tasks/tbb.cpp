@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
         run_only.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         check(hops == chain, "chain");
       });
-      run_only.erase(run_only.begin());
+      run_only.erase(run_only.begin(), run_only.end() - chosen.runs);  // the warm-up runs
       bench::record(chosen, "tbb", "linear_chain_run", std::to_string(chain), threads, run_only, chain);
       bench::record(chosen, "tbb", "linear_chain_build_run", std::to_string(chain), threads, build_and_run, chain);
     });

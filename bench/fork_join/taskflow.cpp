@@ -1,0 +1,53 @@
+// Fork-join workloads on Taskflow v4 (header-only, from the taskflow_dir option; never
+// vendored): tf::TaskGroup for fib, skynet and nqueens (Taskflow's own v4 fork-join path,
+// not Subflow), tf::Taskflow::for_each_index for the loops (matmul, mandelbrot).
+// Peer of bench/fork_join/magpie.cpp and tbb.cpp.
+//
+// "N threads" = a tf::Executor of N workers. A TaskGroup can only be made by a worker and
+// Taskflow's calling thread cannot take part, so every workload runs inside one driver
+// task on a worker (executor.async(...).get()), which forks and joins with corun() — the
+// analogue of magpie's attached calling thread and of oneTBB's arena.execute.
+#include "run.h"
+
+#include <taskflow/algorithm/for_each.hpp>
+#include <taskflow/taskflow.hpp>
+
+namespace {
+
+tf::Executor* executor = nullptr;  // the executor of the thread count being measured
+
+struct taskflow_system {
+  template <class A, class B>
+  static void spawn_join(A&& a, B&& b) {
+    tf::TaskGroup group = executor->task_group();
+    group.silent_async(std::forward<A>(a));
+    b();
+    group.corun();
+  }
+  template <class Body>
+  static void fan_out(std::size_t n, Body&& body) {
+    tf::TaskGroup group = executor->task_group();
+    for (std::size_t i = 1; i < n; ++i) group.silent_async([&body, i] { body(i); });
+    body(0);  // the parent works too, as magpie's and oneTBB's joins do
+    group.corun();
+  }
+  template <class Body>
+  static void parallel_for(std::size_t n, Body&& body) {
+    tf::Taskflow loop;
+    loop.for_each_index(std::size_t{0}, n, std::size_t{1}, [&body](std::size_t i) { body(i); });
+    executor->corun(loop);  // from the driver task: it joins by running the loop's tasks
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "Taskflow fork-join benchmarks");
+  for (unsigned threads : chosen.threads) {
+    tf::Executor pool(threads);
+    executor = &pool;
+    workloads::run_all<taskflow_system>(chosen, "taskflow", threads,
+                                        [&pool](auto&& work) { pool.async([&work] { work(); }).get(); });
+    executor = nullptr;
+  }
+}
