@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The main job: builds release, runs the workloads beside oneTBB and prints the ratio
-# table, then the micro-benchmarks of the lock-free parts. JSON goes to bench/results/.
+# The main job: installs what is missing, builds release, runs every workload on every
+# system that was built (magpie; oneTBB; Taskflow and OpenMP when present; the serial
+# baselines), prints the ratio table and writes the chart, then the micro-benchmarks of the
+# lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
 #   tools/bench.sh            full sizes, 5 timed runs each (medians)
-#   tools/bench.sh --quick    smaller sizes, 3 runs
+#   tools/bench.sh --quick    smaller sizes, 3 runs: a few minutes on 2 cores
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
+#   tools/bench.sh --only graph          only the named workload folders (repeatable)
+#   tools/bench.sh --no-micro            skip the Google Benchmark micro-benchmarks
+#   tools/bench.sh --baseline FILE       afterwards, tools/bench_diff.py FILE against this run
+#   BENCH_BUILD_DIR=build/x tools/bench.sh   build and run in build/x instead of build/release
+# See docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh bench
@@ -14,17 +21,26 @@ repetitions=5
 min_time=0.2
 harness_flags=(--runs 5)
 taskflow_dir=${TASKFLOW_DIR:-}
+only=()
+micro=1
+baseline=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 3 --quick); shift ;;
     --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
                 taskflow_dir=$(realpath "$2"); shift 2 ;;
     --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do harness_flags+=(--threads "$1"); shift; done ;;
-    *) echo "usage: $0 [--quick] [--threads N...] [--taskflow DIR]" >&2; exit 2 ;;
+    --only) [ $# -ge 2 ] || { echo "$0: --only needs a workload" >&2; exit 2; }
+            only+=("$2"); shift 2 ;;
+    --no-micro) micro=0; shift ;;
+    --baseline) [ $# -ge 2 ] || { echo "$0: --baseline needs a file" >&2; exit 2; }
+                baseline=$(realpath "$2"); shift 2 ;;
+    *) echo "usage: $0 [--quick] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--baseline FILE]" >&2
+       exit 2 ;;
   esac
 done
 
-dir=build/release
+dir=${BENCH_BUILD_DIR:-build/release}  # BENCH_BUILD_DIR: another build folder (it gets the same options)
 setup_flags=(--buildtype=release -Dtests=false -Dbench=true)
 if [ -n "$taskflow_dir" ]; then setup_flags+=("-Dtaskflow_dir=$taskflow_dir"); fi
 if [ -f "$dir/build.ninja" ]; then
@@ -34,23 +50,41 @@ else
 fi
 meson compile -C "$dir" >/dev/null
 
+# The chart needs matplotlib: Debian's python3-matplotlib lives in /usr/bin/python3, which
+# a python3 earlier on PATH (pyenv, a venv) may not see.
+python=python3
+if ! "$python" -c "import matplotlib" 2>/dev/null && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
+
 mkdir -p bench/results
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-for workload in scheduler tasks fork_join; do
-  for system in magpie tbb taskflow serial; do
+started=$SECONDS
+workloads=(scheduler tasks fork_join graph timers)
+[ ${#only[@]} -gt 0 ] && workloads=("${only[@]}")
+for workload in "${workloads[@]}"; do
+  for system in magpie tbb taskflow omp heap serial; do
     binary="$dir/bench/bench_${workload}_${system}"
+    [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
     [ -x "$binary" ] || continue
     echo "=== $workload ($system)"
     "$binary" "${harness_flags[@]}" --json "$run_json" --git "$git"
   done
 done
 echo
-echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d)); JSON: $run_json"
-python3 tools/bench_table.py "$run_json"
+echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d), $((SECONDS - started)) s); JSON: $run_json"
+"$python" tools/bench_table.py "$run_json"
+"$python" tools/bench_chart.py "$run_json" ||
+  echo "no chart: python3-matplotlib missing for $python (tools/install-deps.sh bench)"
+if [ -n "$baseline" ]; then
+  echo
+  echo "=== regression check against $baseline"
+  "$python" tools/bench_diff.py "$baseline" "$run_json" || echo "magpie regressed beyond the threshold (see above)"
+fi
+[ "$micro" = 1 ] || exit 0
 echo
 for workload in deque event_count delegate; do
+  [ -x "$dir/bench/bench_${workload}_magpie" ] || continue
   echo "=== $workload (magpie), median of $repetitions"
   "$dir/bench/bench_${workload}_magpie" \
     --benchmark_repetitions=$repetitions \
@@ -59,4 +93,4 @@ for workload in deque event_count delegate; do
     --benchmark_out="bench/results/${workload}-${stamp}.json" \
     --benchmark_out_format=json 2>&1 | grep -vE "_(mean|stddev|cv)\b"
 done
-echo "results: bench/results/*-${stamp}.json"
+echo "results: bench/results/*-${stamp}.json*; total $((SECONDS - started)) s"

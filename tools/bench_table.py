@@ -4,44 +4,36 @@
 For each (workload, param, threads): every system's median, ns per task per core (wall
 time x threads / tasks), the ratio magpie/peer (below 1 means magpie is faster), and
 magpie's own speedup at N threads over 1 thread. Only lines from the given file(s) are
-used, so one file = one run on one machine.
+used, so one file = one run on one machine. Workloads keep the order they were run in.
 
     tools/bench_table.py bench/results/run-<stamp>.jsonl
 """
+import argparse
 import json
 import sys
-from collections import defaultdict
+
+# Peers in the order their columns appear; any other system follows, then the baseline.
+PEER_ORDER = ["tbb", "taskflow", "omp-libomp", "omp-libgomp", "heap"]
 
 
-def main(paths):
-    rows = defaultdict(dict)  # (workload, param, threads) -> system -> record
+def load(paths):
+    """Returns {(workload, param, threads): {system: record}} in the order first seen."""
+    rows = {}
     for path in paths:
         with open(path) as lines:
             for line in lines:
                 if line.strip():
                     record = json.loads(line)
-                    rows[(record["workload"], record["param"], record["threads"])][record["system"]] = record
-    if not rows:
-        print("no measurements")
-        return 1
-    peers = sorted({system for row in rows.values() for system in row} - {"magpie"})
-    header = f"{'workload':<24} {'param':<8} {'thr':>3}  {'magpie':>12}"
-    header += "".join(f"  {peer:>12}  {'ratio':>6}" for peer in peers) + "  speedup"
-    print(header)
-    print("-" * len(header))
-    for (workload, param, threads), systems in sorted(rows.items()):
-        mine = systems.get("magpie")
-        line = f"{workload:<24} {param:<8} {threads:>3}  {cell(mine):>12}"
-        for peer in peers:
-            theirs = systems.get(peer)
-            ratio = f"{mine['median_s'] / theirs['median_s']:.2f}" if mine and theirs and theirs["median_s"] > 0 else "-"
-            line += f"  {cell(theirs):>12}  {ratio:>6}"
-        one = rows.get((workload, param, 1), {}).get("magpie")
-        speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if mine and one and threads > 1 and mine["median_s"] > 0 else ""
-        print(line + "  " + speedup)
-    print("\ncells: ns per task per core where a workload counts tasks, else the median in microseconds;")
-    print("ratio: magpie / peer (lower is better for magpie); speedup: magpie at N threads over 1 thread")
-    return 0
+                    key = (record["workload"], record["param"], record["threads"])
+                    rows.setdefault(key, {})[record["system"]] = record
+    return rows
+
+
+def ordered_peers(rows):
+    systems = {system for row in rows.values() for system in row} - {"magpie"}
+    known = [peer for peer in PEER_ORDER if peer in systems]
+    others = sorted(systems - set(known) - {"serial"})
+    return known + others + (["serial"] if "serial" in systems else [])
 
 
 def cell(record):
@@ -53,5 +45,50 @@ def cell(record):
     return f"{micros:.2f} us" if micros < 10 else f"{micros:.1f} us"  # sub-µs latencies keep two digits
 
 
+def ratio(mine, theirs):
+    if mine and theirs and theirs["median_s"] > 0:
+        return f"{mine['median_s'] / theirs['median_s']:.2f}"
+    return "-"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="+", help="JSON-lines file(s) from one run")
+    args = parser.parse_args()
+    rows = load(args.results)
+    if not rows:
+        print("no measurements")
+        return 1
+    # Keep each workload's rows together (1 thread, then more), in the order workloads ran.
+    order = []
+    for workload, param, _ in rows:
+        if (workload, param) not in order:
+            order.append((workload, param))
+    keys = sorted(rows, key=lambda key: (order.index(key[:2]), key[2]))
+    peers = ordered_peers(rows)
+    header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>10}"
+    header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + "  speedup"
+    print(header)
+    print("-" * len(header))
+    previous = None
+    for workload, param, threads in keys:
+        systems = rows[(workload, param, threads)]
+        if previous is not None and previous != workload.split("_")[0]:
+            print()
+        previous = workload.split("_")[0]
+        mine = systems.get("magpie")
+        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine):>10}"
+        for peer in peers:
+            theirs = systems.get(peer)
+            line += f"  {cell(theirs):>11} {ratio(mine, theirs):>6}"
+        one = rows.get((workload, param, 1), {}).get("magpie")
+        speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if mine and one and threads > 1 and mine["median_s"] > 0 else ""
+        print(line + "  " + speedup)
+    print("\ncells: ns per task per core (wall time x threads / tasks) where a workload counts tasks, else the")
+    print("median in microseconds (idle_cpu: CPU time used in 100 ms idle); ratio: magpie / peer, below 1 = magpie")
+    print("faster; speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
