@@ -4,7 +4,7 @@
 # baselines), prints the ratio table and writes the chart, then the micro-benchmarks of the
 # lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
 #   tools/bench.sh            full sizes, 5 timed runs each (medians)
-#   tools/bench.sh --quick    smaller sizes, 3 runs: a few minutes on 2 cores
+#   tools/bench.sh --quick    smaller sizes, 5 runs: about a minute on 2 cores
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
@@ -26,7 +26,7 @@ micro=1
 baseline=
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 3 --quick); shift ;;
+    --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 5 --quick); shift ;;
     --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
                 taskflow_dir=$(realpath "$2"); shift 2 ;;
     --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do harness_flags+=(--threads "$1"); shift; done ;;

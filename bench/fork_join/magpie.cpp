@@ -1,8 +1,11 @@
-// Fork-join workloads on magpie: task_group for fib, parallel_for for the rest.
+// Fork-join workloads on magpie: task_group for fib, parallel_for for the rest,
+// parallel_reduce for reduce.
 // "N threads" = N − 1 workers + this thread, attached as the game thread.
 #include "run.h"
 
 #include <magpie/magpie.h>
+
+#include <functional>
 
 namespace {
 
@@ -21,6 +24,10 @@ struct magpie_system {
   template <class Body>
   static void fan_out(std::size_t n, Body&& body) {
     parallel_for(n, std::forward<Body>(body));
+  }
+  template <class Map>
+  static double parallel_reduce(std::size_t n, Map&& map) {
+    return magpie::parallel_reduce(n, 0.0, std::forward<Map>(map), std::plus<>());
   }
 };
 

@@ -1,5 +1,6 @@
 // Fork-join workloads on OpenMP tasks: `task` + `taskwait` for fib, skynet and nqueens,
-// `taskloop` for the loops (matmul, mandelbrot). Peer of bench/fork_join/magpie.cpp.
+// `taskloop` for the loops (matmul, mandelbrot; with a reduction for reduce). Peer of
+// bench/fork_join/magpie.cpp.
 //
 // Built with clang++ and LLVM's libomp (system "omp-libomp") where bench/meson.build finds
 // them, else with the project compiler's -fopenmp (GCC: libgomp, system "omp-libgomp"),
@@ -39,6 +40,13 @@ struct omp_system {
   static void parallel_for(std::size_t n, Body&& body) {
 #pragma omp taskloop default(shared)
     for (std::size_t i = 0; i < n; ++i) body(i);
+  }
+  template <class Map>
+  static double parallel_reduce(std::size_t n, Map&& map) {
+    double sum = 0.0;
+#pragma omp taskloop default(shared) reduction(+ : sum)
+    for (std::size_t i = 0; i < n; ++i) sum += map(i);
+    return sum;
   }
 };
 

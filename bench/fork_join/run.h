@@ -17,6 +17,7 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
   const int queens = chosen.quick ? 10 : 12;
   const std::size_t n = chosen.quick ? 256 : 512;
   const std::size_t width = chosen.quick ? 512 : 1024;
+  const std::size_t terms = chosen.quick ? (1u << 21) : (1u << 23);
   in_context([&] {
     long expected_fib = serial_fib(fib_n);
     if (fib_calls(fib_n, 2) <= task_cap) {
@@ -59,6 +60,14 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
       check(total == expected_mandelbrot && total > 0, "mandelbrot");
     });
     bench::record(chosen, system, "mandelbrot", std::to_string(width), threads, mandelbrot_runs, 0);
+
+    double expected_sum = 0.0;
+    for (std::size_t i = 0; i < terms; ++i) expected_sum += reduce_term(i);
+    auto reduce_runs = bench::time_runs(chosen.runs, [&] {
+      double sum = reduce<S>(terms);  // summed in another order: equal to rounding
+      check(std::fabs(sum - expected_sum) <= 1e-9 * std::fabs(expected_sum), "reduce");
+    });
+    bench::record(chosen, system, "reduce", std::to_string(terms), threads, reduce_runs, 0);
   });
 }
 

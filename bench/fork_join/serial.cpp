@@ -18,6 +18,12 @@ struct serial_system {
   static void fan_out(std::size_t n, Body&& body) {
     parallel_for(n, std::forward<Body>(body));
   }
+  template <class Map>
+  static double parallel_reduce(std::size_t n, Map&& map) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) sum += map(i);
+    return sum;
+  }
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Fork-join workloads on Taskflow v4 (header-only, from the taskflow_dir option; never
 // vendored): tf::TaskGroup for fib, skynet and nqueens (Taskflow's own v4 fork-join path,
-// not Subflow), tf::Taskflow::for_each_index for the loops (matmul, mandelbrot).
+// not Subflow), tf::Taskflow::for_each_index for the loops (matmul, mandelbrot) and
+// reduce_by_index for reduce.
 // Peer of bench/fork_join/magpie.cpp and tbb.cpp.
 //
 // "N threads" = a tf::Executor of N workers. A TaskGroup can only be made by a worker and
@@ -9,8 +10,16 @@
 // analogue of magpie's attached calling thread and of oneTBB's arena.execute.
 #include "run.h"
 
+// GCC 12 at -O3 reports a false -Warray-bounds inside Taskflow's IndexRanges (a
+// std::array of one dimension) once reduce_by_index is instantiated here; the headers are
+// Taskflow's, so the warning is not an error of ours.
+#pragma GCC diagnostic ignored "-Warray-bounds"
+
 #include <taskflow/algorithm/for_each.hpp>
+#include <taskflow/algorithm/reduce.hpp>
 #include <taskflow/taskflow.hpp>
+
+#include <optional>
 
 namespace {
 
@@ -36,6 +45,21 @@ struct taskflow_system {
     tf::Taskflow loop;
     loop.for_each_index(std::size_t{0}, n, std::size_t{1}, [&body](std::size_t i) { body(i); });
     executor->corun(loop);  // from the driver task: it joins by running the loop's tasks
+  }
+  template <class Map>
+  static double parallel_reduce(std::size_t n, Map&& map) {
+    double sum = 0.0;
+    tf::Taskflow loop;
+    loop.reduce_by_index(
+        tf::IndexRange<std::size_t>(0, n, 1), sum,
+        [&map](tf::IndexRange<std::size_t> range, std::optional<double> running) {
+          double partial = running ? *running : 0.0;
+          for (std::size_t i = range.begin(); i < range.end(); i += range.step_size()) partial += map(i);
+          return partial;
+        },
+        std::plus<>());
+    executor->corun(loop);
+    return sum;
   }
 };
 

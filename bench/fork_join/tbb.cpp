@@ -1,8 +1,9 @@
-// Fork-join workloads on oneTBB: task_group for fib, parallel_for for the rest, in an
-// arena of N threads. Peer of bench/fork_join/magpie.cpp.
+// Fork-join workloads on oneTBB: task_group for fib, parallel_for for the rest (and
+// parallel_reduce for reduce), in an arena of N threads. Peer of bench/fork_join/magpie.cpp.
 #include "run.h"
 
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
@@ -23,6 +24,16 @@ struct tbb_system {
   template <class Body>
   static void fan_out(std::size_t n, Body&& body) {
     parallel_for(n, std::forward<Body>(body));
+  }
+  template <class Map>
+  static double parallel_reduce(std::size_t n, Map&& map) {
+    return oneapi::tbb::parallel_reduce(
+        oneapi::tbb::blocked_range<std::size_t>(0, n), 0.0,
+        [&map](const oneapi::tbb::blocked_range<std::size_t>& range, double sum) {
+          for (std::size_t i = range.begin(); i < range.end(); ++i) sum += map(i);
+          return sum;
+        },
+        std::plus<>());
   }
 };
 

@@ -3,6 +3,7 @@
 //   S::fan_out(n, body)                   body(i) for i in [0, n), each a task (a small n:
 //                                         skynet's 10 children, nqueens' columns)
 //   S::parallel_for(n, body)              body(i) for i in [0, n), a loop the system cuts
+//   S::parallel_reduce(n, map)            the sum of map(i) for i in [0, n), cut likewise
 // so that magpie, oneTBB, Taskflow, OpenMP and the serial baseline run identical code. Every workload checks
 // its answer and throws on a wrong one.
 #pragma once
@@ -109,6 +110,19 @@ long mandelbrot(std::size_t width) {
   long total = 0;
   for (long each : rows) total += each;
   return total;
+}
+
+// reduce_term is the compute-bound map of the reduce workload (~10-20 ns: a square root
+// and a sine), the kind of per-element work a parallel reduction is worth it for.
+inline double reduce_term(std::size_t i) {
+  double x = static_cast<double>(i);
+  return std::sqrt(x) * std::sin(x * 1e-3);
+}
+
+// reduce: the sum of reduce_term over [0, n); the order of the additions is the system's.
+template <class S>
+double reduce(std::size_t n) {
+  return S::parallel_reduce(n, [](std::size_t i) { return reduce_term(i); });
 }
 
 }  // namespace workloads
