@@ -15,7 +15,7 @@ namespace {
 // spawn creates node's task; a node with fewer than four predecessors repeats its first
 // one (a repeated `in` dependence is the same dependence).
 void spawn(const graphs::dag& graph, const graphs::node_body& body, std::uint32_t node) {
-  std::uint64_t* depth = body.depth;
+  [[maybe_unused]] std::uint64_t* depth = body.depth;  // GCC does not count a use in depend()
   std::uint32_t count = graph.pred_count(node);
   if (count == 0) {
 #pragma omp task firstprivate(node) depend(out : depth[node])
