@@ -48,7 +48,11 @@ if [ -f "$dir/build.ninja" ]; then
 else
   meson setup "$dir" "${setup_flags[@]}" >/dev/null
 fi
-meson compile -C "$dir" >/dev/null
+if ! build_log=$(meson compile -C "$dir" 2>&1); then
+  echo "$build_log" | grep -E "FAILED|error" | head -20 >&2
+  echo "$0: the build in $dir failed (above); nothing measured" >&2
+  exit 1
+fi
 
 # The chart needs matplotlib: Debian's python3-matplotlib lives in /usr/bin/python3, which
 # a python3 earlier on PATH (pyenv, a venv) may not see.
