@@ -78,6 +78,7 @@ done
 echo
 echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d), $((SECONDS - started)) s); JSON: $run_json"
 "$python" tools/bench_table.py "$run_json"
+echo "(peak memory per measurement: tools/bench_table.py --memory $run_json)"
 "$python" tools/bench_chart.py "$run_json" ||
   echo "no chart: python3-matplotlib missing for $python (tools/install-deps.sh bench)"
 if [ -n "$baseline" ]; then

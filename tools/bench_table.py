@@ -7,6 +7,7 @@ magpie's own speedup at N threads over 1 thread. Only lines from the given file(
 used, so one file = one run on one machine. Workloads keep the order they were run in.
 
     tools/bench_table.py bench/results/run-<stamp>.jsonl
+    tools/bench_table.py --memory bench/results/run-<stamp>.jsonl   # peak resident MB instead
 """
 import argparse
 import json
@@ -36,25 +37,29 @@ def ordered_peers(rows):
     return known + others + (["serial"] if "serial" in systems else [])
 
 
-def cell(record):
+def cell(record, memory=False):
     if not record:
         return "-"
+    if memory:
+        return f"{record['peak_rss_kb'] / 1024:.1f} MB"
     if record["tasks"]:
         return f"{record['median_s'] * 1e9 * record['threads'] / record['tasks']:.1f} ns"
     micros = record["median_s"] * 1e6
     return f"{micros:.2f} us" if micros < 10 else f"{micros:.1f} us"  # sub-µs latencies keep two digits
 
 
-def ratio(mine, theirs):
-    if mine and theirs and theirs["median_s"] > 0:
-        return f"{mine['median_s'] / theirs['median_s']:.2f}"
+def ratio(mine, theirs, field="median_s"):
+    if mine and theirs and theirs[field] > 0:
+        return f"{mine[field] / theirs[field]:.2f}"
     return "-"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", help="JSON-lines file(s) from one run")
+    parser.add_argument("--memory", action="store_true", help="cells and ratios of peak resident memory per measurement")
     args = parser.parse_args()
+    field = "peak_rss_kb" if args.memory else "median_s"
     rows = load(args.results)
     if not rows:
         print("no measurements")
@@ -67,7 +72,7 @@ def main():
     keys = sorted(rows, key=lambda key: (order.index(key[:2]), key[2]))
     peers = ordered_peers(rows)
     header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>10}"
-    header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + "  speedup"
+    header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + ("" if args.memory else "  speedup")
     print(header)
     print("-" * len(header))
     previous = None
@@ -77,13 +82,17 @@ def main():
             print()
         previous = workload.split("_")[0]
         mine = systems.get("magpie")
-        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine):>10}"
+        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine, args.memory):>10}"
         for peer in peers:
             theirs = systems.get(peer)
-            line += f"  {cell(theirs):>11} {ratio(mine, theirs):>6}"
+            line += f"  {cell(theirs, args.memory):>11} {ratio(mine, theirs, field):>6}"
         one = rows.get((workload, param, 1), {}).get("magpie")
         speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if mine and one and threads > 1 and mine["median_s"] > 0 else ""
-        print(line + "  " + speedup)
+        print(line + "  " + ("" if args.memory else speedup))
+    if args.memory:
+        print("\ncells: peak resident memory of the process while the measurement ran (its own window: the")
+        print("harness resets the kernel's mark before each); ratio: magpie / peer")
+        return 0
     print("\ncells: ns per task per core (wall time x threads / tasks) where a workload counts tasks, else the")
     print("median in microseconds (idle_cpu: CPU time used in 100 ms idle); ratio: magpie / peer, below 1 = magpie")
     print("faster; speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
