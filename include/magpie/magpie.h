@@ -11,4 +11,5 @@
 #include <magpie/task.h>
 #include <magpie/task_event.h>
 #include <magpie/task_group.h>
+#include <magpie/timer_manager.h>
 #include <magpie/wait.h>
