@@ -131,21 +131,28 @@ struct timer_manager::state {
       index = free_slots.back();
       free_slots.pop_back();
     } else {
-      if (slot_count == max_slots) {
-        std::string message = "timer_manager::";
-        message.append(operation).append(
-            ": 16,777,216 live timers (the handle's 24-bit index) reached; the timer is not set");
-        report(diagnostic_kind::limit_reached, message);
-        return no_slot;
-      }
-      index = slot_count++;
-      if ((index >> page_bits) == pages.size()) {
-        pages.push_back(std::make_unique<timer_slot[]>(page_size));
-        wheel.reserve(static_cast<std::uint32_t>(pages.size()) * page_size);
-      }
+      index = grow(operation);
+      if (index == no_slot) return no_slot;
     }
     at(index).handle = (take_serial() << index_bits) | index;
     ++live;
+    return index;
+  }
+
+  // grow makes a never-used slot, with a new page when needed (the cold path of allocate).
+  [[gnu::noinline]] std::uint32_t grow(const char* operation) {
+    if (slot_count == max_slots) {
+      std::string message = "timer_manager::";
+      message.append(operation).append(
+          ": 16,777,216 live timers (the handle's 24-bit index) reached; the timer is not set");
+      report(diagnostic_kind::limit_reached, message);
+      return no_slot;
+    }
+    std::uint32_t index = slot_count++;
+    if ((index >> page_bits) == pages.size()) {
+      pages.push_back(std::make_unique<timer_slot[]>(page_size));
+      wheel.reserve(static_cast<std::uint32_t>(pages.size()) * page_size);
+    }
     return index;
   }
 
@@ -369,7 +376,13 @@ bool timer_manager::accept_object(const void* object, const char* operation) {
   return false;
 }
 
-void timer_manager::set_timer_with(timer_handle& handle, delegate<void()>&& callback, const void* object,
+// bind_callback binds a new timer's callable; if binding throws, the slot is freed again.
+static bool bind_callback(timer_slot& slot, void (*bind)(delegate<void()>&, void*), void* callback) {
+  bind(slot.callback, callback);
+  return slot.callback.is_bound();
+}
+
+void timer_manager::set_timer_with(timer_handle& handle, binder bind, void* callback, const void* object,
                                    float rate, timer_params params) {
   state& s = *state_;
   s.check_owner("set_timer");
@@ -388,28 +401,38 @@ void timer_manager::set_timer_with(timer_handle& handle, delegate<void()>&& call
     return;
   }
   timer_slot& slot = s.at(index);
+  try {
+    slot.requires_delegate = bind_callback(slot, bind, callback);
+  } catch (...) {
+    s.release(index);
+    handle.invalidate();
+    throw;
+  }
   slot.rate = rate;
   slot.loop = params.loop;
   slot.max_once_per_frame = params.max_once_per_frame;
-  slot.requires_delegate = callback.is_bound();
-  slot.callback = std::move(callback);
-  s.link_object(index, object);
+  s.link_object(index, object != nullptr ? object : slot.callback.object());
   s.start(index, params.first_delay >= 0 ? params.first_delay : rate);
   handle = timer_handle(slot.handle);
 }
 
-timer_handle timer_manager::set_timer_for_next_tick_with(delegate<void()>&& callback, const void* object) {
+timer_handle timer_manager::set_timer_for_next_tick_with(binder bind, void* callback, const void* object) {
   state& s = *state_;
   s.check_owner("set_timer_for_next_tick");
   std::uint32_t index = s.allocate("set_timer_for_next_tick");
   if (index == no_slot) return {};
   timer_slot& slot = s.at(index);
+  try {
+    bind_callback(slot, bind, callback);
+  } catch (...) {
+    s.release(index);
+    throw;
+  }
   slot.rate = 0;
   slot.loop = false;
   slot.max_once_per_frame = false;
   slot.requires_delegate = true;
-  slot.callback = std::move(callback);
-  s.link_object(index, object);
+  s.link_object(index, object != nullptr ? object : slot.callback.object());
   s.activate(index, s.now);  // strictly after `now` only once a later tick moved the clock
   return timer_handle(slot.handle);
 }

@@ -10,7 +10,9 @@
 // cascading, never a scan of the nodes that are not due.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -76,5 +78,62 @@ class timing_wheel {
   std::size_t size_ = 0;
   std::vector<candidate> candidates_;  // scratch for collect_due
 };
+
+// Insert and remove sit on the timer manager's set, clear and pause paths: inline.
+
+// to_tick is floor(seconds * 1024), clamped to [0, 2^62]. Scaling by a power of two is
+// exact, so the map is monotone: a node filed under an earlier tick than the clock's is
+// strictly before it, and only the clock's own tick needs the exact comparison.
+inline std::uint64_t timing_wheel::to_tick(double seconds) {
+  if (!(seconds > 0)) return 0;
+  double scaled = seconds * 1024.0;
+  constexpr double ceiling = 4611686018427387904.0;  // 2^62
+  if (!(scaled < ceiling)) return std::uint64_t{1} << 62;
+  return static_cast<std::uint64_t>(scaled);
+}
+
+inline void timing_wheel::insert(std::uint32_t id, double expire) {
+  node& n = nodes_[id];
+  n.expire = expire;
+  n.sequence = next_sequence_++;
+  link(id);
+  ++size_;
+}
+
+inline void timing_wheel::link(std::uint32_t id) {
+  node& n = nodes_[id];
+  // An expiry already behind the wheel waits in the current bucket: the next collect_due
+  // reaches it and the exact comparison decides.
+  std::uint64_t tick = std::max(to_tick(n.expire), current_);
+  std::uint64_t differing = tick ^ current_;
+  unsigned level = differing < slots ? 0 : (static_cast<unsigned>(std::bit_width(differing)) - 1) / digit_bits;
+  unsigned slot = static_cast<unsigned>(tick >> (level * digit_bits)) & (slots - 1);
+  unsigned bucket = level * slots + slot;
+  n.bucket = static_cast<std::uint16_t>(bucket);
+  n.prev = no_node;
+  n.next = heads_[bucket];
+  if (n.next != no_node) nodes_[n.next].prev = id;
+  heads_[bucket] = id;
+  occupied_[level] |= std::uint64_t{1} << slot;
+  occupied_levels_ |= 1u << level;
+}
+
+inline void timing_wheel::remove(std::uint32_t id) {
+  node& n = nodes_[id];
+  unsigned bucket = n.bucket;
+  if (n.prev != no_node) {
+    nodes_[n.prev].next = n.next;
+  } else {
+    heads_[bucket] = n.next;
+  }
+  if (n.next != no_node) nodes_[n.next].prev = n.prev;
+  if (heads_[bucket] == no_node) {
+    unsigned level = bucket / slots;
+    occupied_[level] &= ~(std::uint64_t{1} << (bucket % slots));
+    if (occupied_[level] == 0) occupied_levels_ &= ~(1u << level);
+  }
+  n.bucket = no_bucket;
+  --size_;
+}
 
 }  // namespace magpie::detail

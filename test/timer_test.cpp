@@ -609,6 +609,22 @@ TEST_CASE("timer: a throwing callback propagates after the manager is made consi
   CHECK(log == std::vector<std::string>{"later"});
 }
 
+TEST_CASE("timer: a callable that throws while being stored leaves no timer behind") {
+  struct throws_on_copy {
+    throws_on_copy() = default;
+    throws_on_copy(const throws_on_copy&) { throw std::runtime_error("copy"); }
+    void operator()() const {}
+  };
+  timer_manager timers;
+  timer_handle handle;
+  timers.set_timer(handle, [] {}, 1.f);
+  throws_on_copy callable;
+  CHECK_THROWS_AS(timers.set_timer(handle, callable, 1.f), std::runtime_error);
+  CHECK_FALSE(handle.is_valid());  // its old timer was cleared first, as any set_timer does
+  CHECK_THROWS_AS(timers.set_timer_for_next_tick(callable), std::runtime_error);
+  CHECK(timers.live_timer_count() == 0);
+}
+
 TEST_CASE("timer: bad input and misuse are reported and change nothing") {
   magpie::test::diagnostic_recorder recorder;
   timer_manager timers;

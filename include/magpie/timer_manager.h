@@ -106,17 +106,6 @@ namespace detail {
 template <class Callback>
 concept timer_callback = std::same_as<std::remove_cvref_t<Callback>, delegate<void()>> ||
                          std::invocable<std::remove_cvref_t<Callback>&>;
-
-template <class Callback>
-delegate<void()> make_timer_delegate(Callback&& callback) {
-  if constexpr (std::same_as<std::remove_cvref_t<Callback>, delegate<void()>>) {
-    return std::forward<Callback>(callback);
-  } else {
-    delegate<void()> bound;
-    bound.bind(std::forward<Callback>(callback));
-    return bound;
-  }
-}
 }  // namespace detail
 
 // timer_manager runs callbacks after delays, once or looping, as time advances in tick().
@@ -148,9 +137,7 @@ class timer_manager {
   // set_timer with timer_params: the only form that sets max_once_per_frame.
   template <detail::timer_callback Callback>
   void set_timer(timer_handle& handle, Callback&& callback, float rate, timer_params params) {
-    delegate<void()> bound = detail::make_timer_delegate(std::forward<Callback>(callback));
-    const void* object = bound.object();
-    set_timer_with(handle, std::move(bound), object, rate, params);
+    set_timer_with(handle, &bind_into<Callback>, erase(callback), nullptr, rate, params);
   }
 
   // set_timer calls `method` on `object`, which must outlive the timer or be cleared with
@@ -167,9 +154,8 @@ class timer_manager {
     requires std::is_member_function_pointer_v<Method> && std::invocable<Method, T*>
   void set_timer(timer_handle& handle, T* object, Method method, float rate, timer_params params) {
     if (!accept_object(object, "set_timer")) return;
-    delegate<void()> bound;
-    bound.bind([object, method] { std::invoke(method, object); });
-    set_timer_with(handle, std::move(bound), object, rate, params);
+    auto call = [object, method] { std::invoke(method, object); };
+    set_timer_with(handle, &bind_into<decltype(call)>, erase(call), object, rate, params);
   }
 
   // set_timer calls `method` on a weakly held object; once the object is gone the call is
@@ -186,17 +172,14 @@ class timer_manager {
                  timer_params params) {
     delegate<void()> bound;
     bound.bind(std::move(object), method);
-    const void* key = bound.object();
-    set_timer_with(handle, std::move(bound), key, rate, params);
+    set_timer(handle, std::move(bound), rate, params);
   }
 
   // set_timer_for_next_tick runs `callback` once, in the next tick() with a positive delta
   // (the current one, if called from a callback, never counts), and returns its handle.
   template <detail::timer_callback Callback>
   timer_handle set_timer_for_next_tick(Callback&& callback) {
-    delegate<void()> bound = detail::make_timer_delegate(std::forward<Callback>(callback));
-    const void* object = bound.object();
-    return set_timer_for_next_tick_with(std::move(bound), object);
+    return set_timer_for_next_tick_with(&bind_into<Callback>, erase(callback), nullptr);
   }
 
   // set_timer_for_next_tick on an object and method.
@@ -204,9 +187,8 @@ class timer_manager {
     requires std::is_member_function_pointer_v<Method> && std::invocable<Method, T*>
   timer_handle set_timer_for_next_tick(T* object, Method method) {
     if (!accept_object(object, "set_timer_for_next_tick")) return {};
-    delegate<void()> bound;
-    bound.bind([object, method] { std::invoke(method, object); });
-    return set_timer_for_next_tick_with(std::move(bound), object);
+    auto call = [object, method] { std::invoke(method, object); };
+    return set_timer_for_next_tick_with(&bind_into<decltype(call)>, erase(call), object);
   }
 
   // clear_timer removes the timer `handle` names, if any, and always invalidates `handle`.
@@ -261,9 +243,30 @@ class timer_manager {
  private:
   struct state;
 
-  void set_timer_with(timer_handle& handle, delegate<void()>&& callback, const void* object, float rate,
+  // A binder stores the callable `callback` points to in a timer's delegate: the callable is
+  // bound straight into the timer's slot, with no delegate built and moved on the way.
+  using binder = void (*)(delegate<void()>& into, void* callback);
+
+  template <class Callback>
+  static void bind_into(delegate<void()>& into, void* callback) {
+    auto& source = *static_cast<std::remove_reference_t<Callback>*>(callback);
+    if constexpr (std::same_as<std::remove_cvref_t<Callback>, delegate<void()>>) {
+      into = std::forward<Callback>(source);
+    } else {
+      into.bind(std::forward<Callback>(source));
+    }
+  }
+
+  template <class Callback>
+  static void* erase(Callback& callback) {
+    return const_cast<void*>(static_cast<const void*>(std::addressof(callback)));
+  }
+
+  // set_timer_with binds the callback into a new timer's slot; `object` is the object the
+  // timer is tracked for, or nullptr to take the bound delegate's object.
+  void set_timer_with(timer_handle& handle, binder bind, void* callback, const void* object, float rate,
                       timer_params params);
-  timer_handle set_timer_for_next_tick_with(delegate<void()>&& callback, const void* object);
+  timer_handle set_timer_for_next_tick_with(binder bind, void* callback, const void* object);
   static bool accept_object(const void* object, const char* operation);
 
   std::unique_ptr<state> state_;
