@@ -7,7 +7,7 @@ magpie's own speedup at N threads over 1 thread. Only lines from the given file(
 used, so one file = one run on one machine. Workloads keep the order they were run in.
 
     tools/bench_table.py bench/results/run-<stamp>.jsonl
-    tools/bench_table.py --memory bench/results/run-<stamp>.jsonl   # peak resident MB, bytes per task
+    tools/bench_table.py --memory bench/results/run-<stamp>.jsonl   # peak resident MB instead
 """
 import argparse
 import json
@@ -15,11 +15,6 @@ import sys
 
 # Peers in the order their columns appear; any other system follows, then the baseline.
 PEER_ORDER = ["tbb", "taskflow", "omp-libomp", "omp-libgomp", "ue_heap"]
-
-# Workloads whose tasks are all alive at the peak: there, peak memory / tasks is the
-# footprint of one task (an upper bound: it includes the process's baseline and the
-# benchmark's own handle vector).
-ALL_ALIVE = {"task_empty_batch", "batch_spawn", "linear_chain_build_run"}
 
 
 def load(paths):
@@ -46,10 +41,7 @@ def cell(record, memory=False):
     if not record:
         return "-"
     if memory:
-        megabytes = f"{record['peak_rss_kb'] / 1024:.1f} MB"
-        if record["workload"] in ALL_ALIVE and record["tasks"]:
-            return f"{megabytes} {record['peak_rss_kb'] * 1024 / record['tasks']:.0f} B/t"
-        return megabytes
+        return f"{record['peak_rss_kb'] / 1024:.1f} MB"
     if record["tasks"]:
         return f"{record['median_s'] * 1e9 * record['threads'] / record['tasks']:.1f} ns"
     micros = record["median_s"] * 1e6
@@ -79,9 +71,8 @@ def main():
             order.append((workload, param))
     keys = sorted(rows, key=lambda key: (order.index(key[:2]), key[2]))
     peers = ordered_peers(rows)
-    width = 17 if args.memory else 11
-    header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>{width}}"
-    header += "".join(f"  {peer:>{width}} {'ratio':>6}" for peer in peers) + ("" if args.memory else "  speedup")
+    header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>10}"
+    header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + ("" if args.memory else "  speedup")
     print(header)
     print("-" * len(header))
     previous = None
@@ -91,17 +82,17 @@ def main():
             print()
         previous = workload.split("_")[0]
         mine = systems.get("magpie")
-        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine, args.memory):>{width}}"
+        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine, args.memory):>10}"
         for peer in peers:
             theirs = systems.get(peer)
-            line += f"  {cell(theirs, args.memory):>{width}} {ratio(mine, theirs, field):>6}"
+            line += f"  {cell(theirs, args.memory):>11} {ratio(mine, theirs, field):>6}"
         one = rows.get((workload, param, 1), {}).get("magpie")
         speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if mine and one and threads > 1 and mine["median_s"] > 0 else ""
         print(line + "  " + ("" if args.memory else speedup))
     if args.memory:
         print("\ncells: peak resident memory of the process while the measurement ran (its own window: the")
-        print("harness resets the kernel's mark before each); B/t: bytes per task where every task is alive")
-        print("at the peak (batch, batch_spawn, chain build), including the process's baseline; ratio: magpie / peer")
+        print("harness resets the kernel's mark before each, but memory a system kept from earlier")
+        print("measurements is still resident and counts); ratio: magpie / peer")
         return 0
     print("\ncells: ns per task per core (wall time x threads / tasks) where a workload counts tasks, else the")
     print("median in microseconds (idle_cpu: CPU time used in 100 ms idle); ratio: magpie / peer, below 1 = magpie")
