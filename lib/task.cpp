@@ -203,6 +203,12 @@ void drop_handle(task_base* task) noexcept {
     release(task);
     return;
   }
+  // acquire: pairs with the release half of every other owner's drop. Holding the only
+  // reference, nobody can add one (that takes a reference), so no write is needed.
+  if (task->references.load(std::memory_order_acquire) == task_base::one_handle) {
+    destroy(task);
+    return;
+  }
   // acq_rel: the last dropper sees every other owner's writes before destroying
   if ((task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel) & reference_mask) == 1) {
     destroy(task);
@@ -214,6 +220,11 @@ void add_reference(task_base* task) noexcept {
 }
 
 void release(task_base* task) noexcept {
+  // acquire: as in drop_handle, the sole owner destroys without a read-modify-write
+  if (task->references.load(std::memory_order_acquire) == task_base::one_reference) {
+    destroy(task);
+    return;
+  }
   // acq_rel: the last releaser sees every other owner's writes before destroying
   if ((task->references.fetch_sub(task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == 1) {
     destroy(task);
