@@ -1,8 +1,11 @@
 // doctest's main for every suite, plus a watchdog: a test case that runs longer than
-// MAGPIE_TEST_WATCHDOG_S seconds (default 240) is named on stderr and the process aborts,
-// so a hang reads as "which test" rather than as meson's bare time-out.
+// MAGPIE_TEST_WATCHDOG_S seconds (default 240 × MAGPIE_STRESS_REPEAT) is named on stderr
+// and the process aborts, so a hang reads as "which test" rather than as meson's bare
+// time-out.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include "support.h"
 
 #include <chrono>
 #include <csignal>
@@ -41,9 +44,11 @@ class watchdog_clock {
 
  private:
   watchdog_clock() {
+    // Repeated stress cases take that many times longer: the default limit grows with them.
+    const long fallback = 240L * magpie::test::stress_repeat();
     const char* text = std::getenv("MAGPIE_TEST_WATCHDOG_S");
-    long seconds = text != nullptr ? std::atol(text) : 240;
-    limit_ = std::chrono::seconds(seconds > 0 ? seconds : 240);
+    long seconds = text != nullptr ? std::atol(text) : fallback;
+    limit_ = std::chrono::seconds(seconds > 0 ? seconds : fallback);
     std::thread([this] { watch(); }).detach();
   }
 

@@ -55,7 +55,9 @@ for build in "${builds[@]}"; do
   echo "=== $build: build"
   meson compile -C "$dir"
   echo "=== $build: test"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
+  # Repeated stress cases run that many times longer: so may meson's time-outs.
+  meson test -C "$dir" --print-errorlogs --num-processes 2 \
+    --timeout-multiplier "${MAGPIE_STRESS_REPEAT:-1}" || status=1
   count_results "$dir"
 
   if [ "$build" = plain ]; then
