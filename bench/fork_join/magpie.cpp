@@ -2,6 +2,7 @@
 // parallel_reduce for reduce.
 // "N threads" = N − 1 workers + this thread, attached as the game thread.
 #include "run.h"
+#include "../common/magpie_threads.h"
 
 #include <magpie/magpie.h>
 
@@ -36,10 +37,7 @@ struct magpie_system {
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie fork-join benchmarks");
   for (unsigned threads : chosen.threads) {
-    magpie::scheduler_options options;
-    options.workers = threads - 1;  // the calling thread is the N-th
-    options.background_workers = 0;
-    magpie::scheduler pool(options);
+    magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);
     workloads::run_all<magpie_system>(chosen, "magpie", threads, [](auto&& work) { work(); });
     pool.detach();

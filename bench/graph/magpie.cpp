@@ -4,6 +4,7 @@
 // dropped. Peers: tbb.cpp (flow graph), taskflow.cpp, omp.cpp (depend clauses).
 // "N threads" = N − 1 workers + this thread, attached as the game thread.
 #include "graphs.h"
+#include "../common/magpie_threads.h"
 
 #include <magpie/magpie.h>
 
@@ -13,10 +14,7 @@
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie graph benchmarks");
   for (unsigned threads : chosen.threads) {
-    magpie::scheduler_options options;
-    options.workers = threads - 1;  // the calling thread is the N-th
-    options.background_workers = 0;
-    magpie::scheduler pool(options);
+    magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);
     std::vector<magpie::task<>> handles;
     graphs::run_all(chosen, "magpie", threads, [&](const graphs::dag& graph, const graphs::node_body& body) {

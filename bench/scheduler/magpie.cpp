@@ -2,6 +2,7 @@
 // and by a worker), idle CPU after the work drains, and wake-to-run latency of a parked
 // worker. Peer: bench/scheduler/tbb.cpp.
 #include "../common/harness.h"
+#include "../common/magpie_threads.h"
 
 #include <magpie/detail/atomics.h>
 #include <magpie/detail/task_pool.h>
@@ -66,13 +67,6 @@ void help_until_done(magpie::scheduler& pool, const std::atomic<std::uint64_t>& 
   }
 }
 
-magpie::scheduler_options pool_for(unsigned threads) {
-  magpie::scheduler_options options;
-  options.workers = threads - 1;  // the calling thread is the N-th
-  options.background_workers = 0;
-  return options;
-}
-
 void wait_until_parked(magpie::scheduler& pool) {
   while (pool.counters().parked_workers < pool.worker_count()) std::this_thread::yield();
 }
@@ -84,7 +78,7 @@ int main(int argc, char** argv) {
   const std::uint64_t jobs = chosen.quick ? (1u << 16) : (1u << 18);
   const std::string param = std::to_string(jobs);
   for (unsigned threads : chosen.threads) {
-    magpie::scheduler pool(pool_for(threads));
+    magpie::scheduler pool(bench::magpie_options(threads));
     // The calling thread takes part as the game thread: its launches go to its own deque,
     // which the workers steal from (UE's game-thread local queue).
     pool.attach(magpie::named_thread::game);

@@ -3,6 +3,7 @@
 // run timed apart). Peer: bench/tasks/tbb.cpp. "N threads" = N − 1 workers + this thread,
 // attached as the game thread.
 #include "../common/harness.h"
+#include "../common/magpie_threads.h"
 
 #include <magpie/magpie.h>
 
@@ -24,10 +25,7 @@ int main(int argc, char** argv) {
   const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
   const std::size_t spawned = 10'000;
   for (unsigned threads : chosen.threads) {
-    magpie::scheduler_options options;
-    options.workers = threads - 1;  // the calling thread is the N-th
-    options.background_workers = 0;
-    magpie::scheduler pool(options);
+    magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);
 
     auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
