@@ -376,7 +376,8 @@ bool timer_manager::accept_object(const void* object, const char* operation) {
   return false;
 }
 
-// bind_callback binds a new timer's callable; if binding throws, the slot is freed again.
+// bind_callback binds a new timer's callable and says whether it is bound; if it throws,
+// the caller frees the slot again.
 static bool bind_callback(timer_slot& slot, void (*bind)(delegate<void()>&, void*), void* callback) {
   bind(slot.callback, callback);
   return slot.callback.is_bound();
