@@ -257,6 +257,11 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
       report(diagnostic_kind::misuse, std::string("task '") + task->name +
                                           "' added as its own prerequisite: a dependency cycle; ignored");
       prerequisite = nullptr;
+    } else if (prerequisite != nullptr && task->kind == task_kind::event && depends_on(prerequisite, task)) {
+      // Only an event gains prerequisites once others may wait for it.
+      report(diagnostic_kind::misuse, std::string("task event '") + task->name + "' given prerequisite '" +
+                                          prerequisite->name + "', which waits for the event: a dependency cycle; ignored");
+      prerequisite = nullptr;
     }
     if (prerequisite == nullptr) {  // an invalid handle counts as completed
       task->state.unlock();         // cannot be the last: the launch lock is still held
@@ -348,6 +353,13 @@ bool is_running_here(const task_base* task) noexcept {
   return false;
 }
 
+task_base* running_task_awaited_by(const task_base* task) noexcept {
+  for (const frame* each = innermost; each != nullptr; each = each->outer) {
+    if (depends_on(task, each->task)) return each->task;
+  }
+  return nullptr;
+}
+
 task_base* current_task() noexcept { return innermost != nullptr ? innermost->task : nullptr; }
 
 magpie::pipe* current_pipe() noexcept {
@@ -375,6 +387,11 @@ void add_nested(task_base* nested) noexcept {
   }
   if (parent == nested) {
     report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added itself as nested; ignored");
+    return;
+  }
+  if (depends_on(nested, parent)) {
+    report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added '" + nested->name +
+                                        "' as nested, which waits for it: a dependency cycle; ignored");
     return;
   }
   auto* group = new (allocate_task(edge_group::bytes(1))) edge_group();

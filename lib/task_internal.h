@@ -59,6 +59,16 @@ bool finish_body(task_base* task) noexcept;
 // that body is running inline).
 bool is_running_here(const task_base* task) noexcept;
 
+// depends_on says whether `later` cannot complete before `earlier` has: it waits for it
+// through prerequisites, pipes or nested tasks (lib/task_cycles.cpp). Only while `earlier`
+// cannot complete meanwhile: its body runs on this thread, or it is an untriggered event.
+// The walk is bounded; past the bound it answers false.
+bool depends_on(const task_base* later, const task_base* earlier) noexcept;
+
+// running_task_awaited_by is the task this thread is running (innermost first) that
+// `task` depends on, or nullptr: waiting for `task` here could never end.
+task_base* running_task_awaited_by(const task_base* task) noexcept;
+
 // waiters_of is the event count threads waiting for `task` sleep on (a striped table).
 event_count<>& waiters_of(const void* task) noexcept;
 

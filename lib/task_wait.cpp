@@ -107,9 +107,14 @@ bool try_retract_and_execute(task_base* task) noexcept {
 
 bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept {
   if (task->is_completed()) return true;
-  if (is_running_here(task)) {
-    report(diagnostic_kind::misuse, std::string("task '") + task->name +
-                                        "' waited for from inside its own execution: it can never complete");
+  if (task_base* running = running_task_awaited_by(task)) {
+    if (running == task) {
+      report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                          "' waited for from inside its own execution: it can never complete");
+    } else {
+      report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for inside task '" +
+                                          running->name + "', which it waits for: a dependency cycle, it can never complete");
+    }
     return false;
   }
   for (;;) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -92,6 +93,35 @@ TEST_CASE("nested: add_nested outside a running task is reported") {
   REQUIRE(recorder.count() == 1);
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
   loose.wait();
+}
+
+TEST_CASE("nested: a nested task that waits for its parent closes a cycle: reported and ignored") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event go("go", pool);
+  task_event relay("relay", pool);
+  task<> parent;
+  task<> follower;
+  task<> last;
+  std::atomic<int> ran{0};
+  parent = pool.launch("parent", [&] {
+    follower = pool.launch("follower", [&] { ran.fetch_add(1); }, parent);
+    add_nested(follower);  // follower waits for parent
+    relay.add_prerequisites(follower);
+    relay.trigger();
+    last = pool.launch("last", [&] { ran.fetch_add(1); }, relay);
+    add_nested(last);  // last waits for relay, relay for follower, follower for parent
+  }, go);
+  go.trigger();
+  CHECK(parent.wait(std::chrono::seconds(10)));
+  CHECK(last.wait(std::chrono::seconds(10)));
+  CHECK(ran.load() == 2);
+  REQUIRE(recorder.count() == 2);
+  for (auto& each : recorder.reports()) {
+    CHECK(each.kind == diagnostic_kind::misuse);
+    CHECK(each.message.find("dependency cycle") != std::string::npos);
+  }
 }
 
 TEST_CASE("nested: waiting on a parent retracts its nested tasks too") {

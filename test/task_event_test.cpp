@@ -69,6 +69,49 @@ TEST_CASE("task_event: its own prerequisites hold it after trigger; adding them 
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
 }
 
+TEST_CASE("task_event: a prerequisite that waits for the event closes a cycle: reported and ignored") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event gate("gate", pool);
+  task<> behind = pool.launch("behind", [] {}, gate);
+  task_event relay("relay", pool);
+  relay.add_prerequisites(behind);
+  relay.trigger();
+  gate.add_prerequisites(behind);  // behind waits for gate
+  gate.add_prerequisites(relay);   // relay waits for behind, which waits for gate
+  CHECK(recorder.count() == 2);
+
+  task_event first("first", pool);
+  task_event second("second", pool);
+  first.add_prerequisites(second);
+  second.add_prerequisites(first);  // the second edge of a two-event loop
+  CHECK(recorder.count() == 3);
+  for (auto& each : recorder.reports()) {
+    CHECK(each.kind == diagnostic_kind::misuse);
+    CHECK(each.message.find("dependency cycle") != std::string::npos);
+  }
+
+  // when_any does not wait for any one input, so feeding it back is no cycle.
+  task_event other("other", pool);
+  task<> either = when_any(std::vector<task<>>{gate, other});
+  gate.add_prerequisites(either);
+  task_event unrelated("unrelated", pool);
+  gate.add_prerequisites(unrelated);
+  CHECK(recorder.count() == 3);
+
+  // The ignored edges hold nothing back.
+  other.trigger();
+  unrelated.trigger();
+  gate.trigger();
+  CHECK(relay.wait(std::chrono::seconds(10)));
+  CHECK(gate.is_completed());
+  second.trigger();
+  first.trigger();
+  CHECK(first.is_completed());
+  CHECK(second.is_completed());
+}
+
 TEST_CASE("task_event: a chain of 100,000 events completes without recursion") {
   no_leaks leaks;
   scheduler pool(test::options_with(1));

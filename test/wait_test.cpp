@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -65,6 +66,35 @@ TEST_CASE("wait: waiting on a task from inside itself is reported and returns") 
   self.wait();
   CHECK(recorder.count() == 2);
   for (auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("wait: waiting inside a task for a task downstream of it is reported and returns") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_event go("go", pool);
+  task<> outer;
+  task<> follower;
+  bool timed_out = false;
+  outer = pool.launch("outer", [&] {
+    follower = pool.launch("follower", [] {}, outer);
+    follower.wait();
+    task_event relay("relay");
+    relay.add_prerequisites(follower);
+    relay.trigger();
+    timed_out = !relay.wait(std::chrono::milliseconds(1));
+    std::vector<task<>> both{relay, follower};
+    CHECK_FALSE(wait_all(both, std::chrono::milliseconds(1)));
+  }, go);
+  go.trigger();
+  CHECK(outer.wait(std::chrono::seconds(10)));
+  CHECK(follower.wait(std::chrono::seconds(10)));
+  CHECK(timed_out);
+  CHECK(recorder.count() == 3);
+  for (auto& each : recorder.reports()) {
+    CHECK(each.kind == diagnostic_kind::misuse);
+    CHECK(each.message.find("dependency cycle") != std::string::npos);
+  }
 }
 
 TEST_CASE("wait: timeouts — false behind an untriggered event, true once triggered") {

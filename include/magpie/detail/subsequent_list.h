@@ -72,9 +72,18 @@ class subsequent_list {
     return head_.load(std::memory_order_acquire) == nullptr;  // acquire: pairs with the pushers' release CAS
   }
 
-  // next_of is the node pushed before `node`, in a list returned by close().
+  // newest_while_open is the newest node pushed so far (nullptr if none, or if closed),
+  // for a walk with next_of() by a caller who knows the list cannot close meanwhile: an
+  // open list only grows at its head, so the nodes behind it stay put.
+  Node* newest_while_open() const noexcept {
+    Node* head = head_.load(std::memory_order_acquire);  // acquire: pairs with the pushers' release CAS
+    return head == closed() ? nullptr : head;
+  }
+
+  // next_of is the node pushed before `node`, in a list returned by close() or
+  // newest_while_open().
   static Node* next_of(Node* node) noexcept {
-    return node->hook.next.load(std::memory_order_relaxed);  // relaxed: close()'s acquire already ordered it
+    return node->hook.next.load(std::memory_order_relaxed);  // relaxed: the acquire that found the newest node ordered it
   }
 
  private:

@@ -102,9 +102,9 @@ class task_state {
     return (num_locks_.load(std::memory_order_acquire) & execution_flag) != 0;  // acquire: pairs with try_begin_execution
   }
 
-  // raw is the word itself, for tests and diagnostics.
+  // raw is the word itself, for tests, diagnostics and the cycle check's shortcuts.
   std::uint32_t raw() const noexcept {
-    return num_locks_.load(std::memory_order_relaxed);  // relaxed: a snapshot for tests
+    return num_locks_.load(std::memory_order_relaxed);  // relaxed: a snapshot, acted on by nothing that needs ordering
   }
 
  private:
