@@ -65,7 +65,11 @@ void destroy(task_base* task) noexcept {
            std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
            severity::warning);
   }
-  if (claim_prerequisites(task)) drop_prerequisite_references(task);  // a task that never started
+  // A task that never started still holds its prerequisites. As the last owner, nobody can
+  // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
+  if (task->prerequisite_groups != nullptr && !task->has_flag(prerequisites_released)) {
+    drop_prerequisite_references(task);
+  }
   for (edge_group* group = task->prerequisite_groups; group != nullptr;) {
     edge_group* next = group->next;
     if (group->own_block) free_task(group, edge_group::bytes(group->count));
