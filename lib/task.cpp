@@ -67,7 +67,7 @@ void destroy(task_base* task) noexcept {
   }
   // A task that never started still holds its prerequisites. As the last owner, nobody can
   // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
-  if (task->prerequisite_groups != nullptr && !task->has_flag(prerequisites_released)) {
+  if (task->prerequisite_groups != nullptr && task->state.prerequisites_unclaimed()) {
     drop_prerequisite_references(task);
   }
   for (edge_group* group = task->prerequisite_groups; group != nullptr;) {
@@ -125,8 +125,8 @@ void schedule(task_base* task) noexcept {
 
 // execute runs a task whose execution flag this thread won, and completes it unless
 // nested tasks are still running.
-void execute(task_base* task, task_base** next_slot) noexcept {
-  run_body(task);
+void execute(task_base* task, bool takes_prerequisites, task_base** next_slot) noexcept {
+  run_body(task, takes_prerequisites);
   if (finish_body(task)) {
     ready_loop loop(next_slot);
     loop.completed(task, false);
@@ -135,8 +135,8 @@ void execute(task_base* task, task_base** next_slot) noexcept {
 }
 
 // never_ran completes a task that lost its chance to run (its scheduler shut down).
-void never_ran(task_base* task) noexcept {
-  if (claim_prerequisites(task)) drop_prerequisite_references(task);
+void never_ran(task_base* task, bool takes_prerequisites) noexcept {
+  if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
   task->type(task, task_op::drop_body);
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
@@ -152,14 +152,18 @@ void never_ran(task_base* task) noexcept {
 bool run_queued(work_item* item, work_action action) noexcept {
   auto* task = static_cast<task_base*>(item);
   if (action == work_action::discard) {
-    bool dropped = task->state.try_begin_execution();
-    if (dropped) never_ran(task);
+    bool takes_prerequisites = false;
+    bool dropped = task->state.try_begin_execution(takes_prerequisites);
+    if (dropped) never_ran(task, takes_prerequisites);
     release(task);
     return dropped;
   }
   while (task != nullptr) {
     task_base* next = nullptr;
-    if (task->state.try_begin_execution()) execute(task, &next);  // else a waiter retracted it
+    bool takes_prerequisites = false;
+    if (task->state.try_begin_execution(takes_prerequisites)) {
+      execute(task, takes_prerequisites, &next);
+    }  // else a waiter retracted it
     release(task);  // the reference the queue (or the slot) held
     task = next;
   }
@@ -278,7 +282,7 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
 }
 
 bool claim_prerequisites(task_base* task) noexcept {
-  return task->prerequisite_groups != nullptr && !task->set_flag(prerequisites_released);
+  return task->prerequisite_groups != nullptr && task->state.try_claim_prerequisites();
 }
 
 void drop_prerequisite_references(task_base* task) noexcept {
@@ -318,8 +322,8 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 
 // --- running -----------------------------------------------------------------------------
 
-void run_body(task_base* task) noexcept {
-  if (claim_prerequisites(task)) drop_prerequisite_references(task);
+void run_body(task_base* task, bool takes_prerequisites) noexcept {
+  if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
   thread_context saved = context;
   if (context.owner != task->owner || context.self == nullptr) {
@@ -451,12 +455,14 @@ void ready_loop::ready(task_base* task) noexcept {
     case task_kind::event:
       completed(task, false);
       return;
-    case task_kind::inline_run:
-      if (task->state.try_begin_execution()) {
-        run_body(task);
+    case task_kind::inline_run: {
+      bool takes_prerequisites = false;
+      if (task->state.try_begin_execution(takes_prerequisites)) {
+        run_body(task, takes_prerequisites);
         if (finish_body(task)) completed(task, false);
       }
       return;
+    }
     case task_kind::queued:
       if (next_slot_ != nullptr && *next_slot_ == nullptr && can_run_here(task)) {
         *next_slot_ = task;  // runs next on this thread: no queue, no wake-up

@@ -42,12 +42,14 @@ class ready_loop {
 };
 
 // run_body runs a task's body on this thread (the execution flag already won): hands
-// back its prerequisites, sets the thread's current task and scheduler around the call.
-void run_body(task_base* task) noexcept;
+// back its prerequisites when the win `takes_prerequisites` (see task_state), sets the
+// thread's current task and scheduler around the call.
+void run_body(task_base* task, bool takes_prerequisites) noexcept;
 
 // claim_prerequisites is true for the one caller that takes over the references a task
-// holds on its prerequisites (the task starting, or a waiter retracting them first); that
-// caller may read the edges, then calls drop_prerequisite_references.
+// holds on its prerequisites before it begins (a waiter retracting them, an event's
+// completer); that caller may read the edges, then calls drop_prerequisite_references. A
+// task that begins unclaimed takes them itself (task_state::try_begin_execution).
 bool claim_prerequisites(task_base* task) noexcept;
 void drop_prerequisite_references(task_base* task) noexcept;
 

@@ -82,9 +82,10 @@ bool retract(task_base* task, unsigned depth) noexcept {
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
   bool took_entry = task->target == target_none && took_back(task);
-  bool ran = task->state.try_begin_execution();
+  bool takes_prerequisites = false;  // false when this waiter (or another) claimed them above
+  bool ran = task->state.try_begin_execution(takes_prerequisites);
   if (ran) {
-    run_body(task);
+    run_body(task, takes_prerequisites);
     retract_nested(task, depth);  // while the body's part keeps the nested list alive
     if (finish_body(task)) {
       ready_loop loop(nullptr);

@@ -52,6 +52,35 @@ TEST_CASE("task_state: the task completes when the body and every nested task ar
   CHECK(task.raw() == state::execution_flag);
 }
 
+TEST_CASE("task_state: the prerequisites go to one owner — a waiter before execution, else the runner") {
+  state unclaimed;
+  unclaimed.add_locks(1);
+  REQUIRE_FALSE(unclaimed.unlock());  // the launch
+  REQUIRE(unclaimed.unlock());        // the prerequisite: ready
+  bool takes = false;
+  CHECK(unclaimed.try_begin_execution(takes));
+  CHECK(takes);
+  CHECK_FALSE(unclaimed.try_claim_prerequisites());  // begun: the runner has them
+
+  state claimed;
+  claimed.add_locks(1);
+  REQUIRE_FALSE(claimed.unlock());
+  CHECK(claimed.try_claim_prerequisites());  // a waiter, while a prerequisite still holds it
+  CHECK_FALSE(claimed.try_claim_prerequisites());
+  CHECK_FALSE(claimed.prerequisites_unclaimed());
+  CHECK_FALSE(claimed.try_begin_execution(takes));
+  CHECK(claimed.unlock());  // the claim bit is not a lock
+  CHECK(claimed.is_ready());
+  takes = true;
+  CHECK(claimed.try_begin_execution(takes));
+  CHECK_FALSE(takes);
+  CHECK(claimed.raw() == (state::execution_flag | 1));
+  CHECK(claimed.release_part());
+
+  state never_begun;
+  CHECK(never_begun.prerequisites_unclaimed());
+}
+
 }  // TEST_SUITE("task_state")
 
 TEST_CASE("task_state: racing unlockers and claimers — one ready, one execution, one completion" *

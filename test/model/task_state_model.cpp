@@ -2,11 +2,13 @@
 // has one prerequisite P and one nested task N.
 //   thread 0: adds X's prerequisite lock, registers X with P, launches X;
 //   thread 1: completes P (writes P's result, closes P's list, unlocks X);
-//   thread 2: completes N (closes N's list, releases X's nested part), then tries to
-//             retract X (run it if it is ready and nobody claimed it).
+//   thread 2: completes N (closes N's list, releases X's nested part), then retracts X:
+//             claims X's prerequisites if X has not begun, then runs X if it is ready
+//             and nobody claimed its execution.
 // Whoever makes X ready tries to run it. X's body reads P's result, registers as N's
 // parent (add_nested_lock + push, or release at once if N already completed), returns.
-// Must hold: X runs exactly once, completes exactly once, and its body sees P's result.
+// Must hold: X runs exactly once, completes exactly once, its body sees P's result, and
+// exactly one thread takes over X's prerequisites (the retracting waiter, or the runner).
 //
 // Mutant (run with --mutant=release_to_relaxed, must fail): without the releases, X's body
 // can read P's result before P wrote it.
@@ -36,6 +38,7 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
   typename atomics::template atomic<int> p_result;  // uninitialised until P writes it
   int ran[3] = {0, 0, 0};
   int completed[3] = {0, 0, 0};
+  int took_prerequisites[3] = {0, 0, 0};
   int seen_result = 0;
 
   void body(unsigned thread) {
@@ -50,7 +53,11 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
   }
 
   void run_if_ready(unsigned thread) {
-    if (x.try_begin_execution()) body(thread);
+    bool takes_prerequisites = false;
+    if (x.try_begin_execution(takes_prerequisites)) {
+      if (takes_prerequisites) ++took_prerequisites[thread];
+      body(thread);
+    }
   }
 
   void resolve(list_type& list, unsigned thread) {
@@ -76,7 +83,8 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
         break;
       default:
         resolve(n_subsequents, 2);
-        run_if_ready(2);  // retraction: only wins if X is ready and unclaimed
+        if (x.try_claim_prerequisites()) ++took_prerequisites[2];  // retraction, first step
+        run_if_ready(2);  // then X itself: only wins if X is ready and unclaimed
         break;
     }
   }
@@ -85,6 +93,7 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
     RL_ASSERT(ran[0] + ran[1] + ran[2] == 1);
     RL_ASSERT(completed[0] + completed[1] + completed[2] == 1);
     RL_ASSERT(seen_result == 42);
+    RL_ASSERT(took_prerequisites[0] + took_prerequisites[1] + took_prerequisites[2] == 1);
     RL_ASSERT(x.raw() == state_type::execution_flag);
   }
 };

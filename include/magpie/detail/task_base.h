@@ -85,7 +85,6 @@ enum class task_kind : std::uint8_t {
 enum task_flags : std::uint8_t {
   triggered = 1,           // a task event's trigger() ran (or its launch lock went otherwise)
   has_waiter = 2,          // some thread blocked on it: notify on scheduling and completion
-  prerequisites_released = 4,  // the back-link references were handed over (start or retraction)
   has_exception = 8,       // extras->exception holds what the body threw
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
 };

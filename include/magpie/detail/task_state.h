@@ -7,10 +7,15 @@
 // count 1 (the body itself) plus each unfinished nested task; whoever removes the last of
 // those completes the task.
 //
+// Bit 30 says a waiter claimed the task's prerequisites before it began (to retract them;
+// it then drops the references the task held on them). The runner's begin CAS tells it
+// whether it takes them over instead: a chain hop needs no read-modify-write of its own
+// for that hand-over.
+//
 //   task_state state;                        // 1 launch lock
 //   state.add_locks(k);                      // before launch: one per prerequisite
 //   if (state.unlock()) schedule(task);      // launch, or a prerequisite completing
-//   if (state.try_begin_execution()) {       // a worker, or a waiter retracting it
+//   if (state.try_begin_execution(mine)) {   // a worker, or a waiter retracting it
 //     run body; (add_nested_lock() for each nested task, release_part() when it completes)
 //     if (state.release_part()) complete(task);
 //   }
@@ -32,6 +37,8 @@ class task_state {
  public:
   // execution_flag is the high bit: set once execution has begun.
   static constexpr std::uint32_t execution_flag = std::uint32_t{1} << 31;
+  // prerequisites_claimed: a waiter took over the prerequisites before execution began.
+  static constexpr std::uint32_t prerequisites_claimed = std::uint32_t{1} << 30;
 
   // add_locks adds `count` locks; only before launch, by the launching thread.
   void add_locks(std::uint32_t count) noexcept {
@@ -51,7 +58,7 @@ class task_state {
     // last one acquires all of it (acq_rel would do for that); seq_cst also orders this
     // against the unlocker's later look for a waiting thread, which a waiter pairs with
     // by setting its flag and then reading this word (lib/task.cpp)
-    return num_locks_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+    return (num_locks_.fetch_sub(1, std::memory_order_seq_cst) - 1) & ~prerequisites_claimed;
   }
 
   // release_unshared_launch_lock removes the launch lock with a plain store, when no
@@ -62,12 +69,48 @@ class task_state {
   }
 
   // try_begin_execution claims the right to run the body; false if the task is still
-  // locked or someone else claimed it.
-  bool try_begin_execution() noexcept {
+  // locked or someone else claimed it. On success, `takes_prerequisites` says whether the
+  // caller also takes over the task's prerequisites (no waiter claimed them first).
+  bool try_begin_execution(bool& takes_prerequisites) noexcept {
     std::uint32_t ready = 0;
+    takes_prerequisites = true;
+    if (num_locks_.compare_exchange_strong(ready, execution_flag | 1,
+                                           std::memory_order_acquire,    // acquire: sees what the unlockers published
+                                           std::memory_order_relaxed)) {  // relaxed: we look at the value only
+      return true;
+    }
+    if (ready != prerequisites_claimed) return false;  // still locked, or begun
+    takes_prerequisites = false;
     return num_locks_.compare_exchange_strong(ready, execution_flag | 1,
-                                              std::memory_order_acquire,    // acquire: sees what the unlockers published
+                                              std::memory_order_acquire,    // acquire: as above
                                               std::memory_order_relaxed);   // relaxed: the loser does nothing
+  }
+
+  // try_begin_execution for callers that hold no prerequisites (tests, models).
+  bool try_begin_execution() noexcept {
+    bool ignored = false;
+    return try_begin_execution(ignored);
+  }
+
+  // try_claim_prerequisites is true for the one caller that takes over the prerequisites
+  // of a task that has not begun; false once a waiter claimed them or execution began
+  // (the runner took them).
+  bool try_claim_prerequisites() noexcept {
+    std::uint32_t word = num_locks_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
+    do {
+      if ((word & (execution_flag | prerequisites_claimed)) != 0) return false;
+      // relaxed: only who wins matters, which the word's modification order decides (the
+      // edges read afterwards were published before the caller could reach the task)
+    } while (!num_locks_.compare_exchange_weak(word, word | prerequisites_claimed, std::memory_order_relaxed,
+                                               std::memory_order_relaxed));  // relaxed: we only retry
+    return true;
+  }
+
+  // prerequisites_unclaimed says the task never began and no waiter claimed its
+  // prerequisites: whoever destroys it drops them. For the task's last owner only.
+  bool prerequisites_unclaimed() const noexcept {
+    // relaxed: the last owner's acquire of the reference count ordered every earlier write
+    return (num_locks_.load(std::memory_order_relaxed) & (execution_flag | prerequisites_claimed)) == 0;
   }
 
   // add_nested_lock holds completion until one more nested task completes; only from the
@@ -85,7 +128,7 @@ class task_state {
 
   // is_ready says whether every lock is gone and execution has not begun.
   bool is_ready() const noexcept {
-    return num_locks_.load(std::memory_order_seq_cst) == 0;  // seq_cst: the waiter's half of release_lock's pairing
+    return (num_locks_.load(std::memory_order_seq_cst) & ~prerequisites_claimed) == 0;  // seq_cst: the waiter's half of release_lock's pairing
   }
 
   // release_unshared_part ends the body of a task to which no nested task was ever added:
