@@ -215,7 +215,7 @@ class prerequisite_buffer {
       for (const auto& each : source) add(static_cast<const task<>&>(each).base());
     }
   }
-  prerequisite_buffer() = default;
+  prerequisite_buffer() {}  // user-provided: value-initialising it would zero inline_
   prerequisite_buffer(const prerequisite_buffer&) = delete;
   prerequisite_buffer& operator=(const prerequisite_buffer&) = delete;
 
@@ -233,7 +233,7 @@ class prerequisite_buffer {
     ++size_;
   }
 
-  std::array<task_base*, 8> inline_{};
+  std::array<task_base*, 8> inline_;  // only the first size_ are read: no zeroing per launch
   std::vector<task_base*> spill_;
   std::size_t size_ = 0;
 };

@@ -232,7 +232,7 @@ struct task_impl final : task_with_result<R> {
     std::size_t bytes = prerequisite_count == 0 ? sizeof(task_impl)
                                                 : edges_offset() + edge_group::bytes(prerequisite_count);
     void* memory = allocate_task(bytes);
-    auto* self = new (memory) task_impl();
+    auto* self = new (memory) task_impl;  // no (): the storage for body and result stays unzeroed
     try {
       new (self->body_storage) Body(std::forward<F>(body));
     } catch (...) {
@@ -291,7 +291,7 @@ struct completed_task final : task_with_result<R> {
   template <class... Args>
   static completed_task* create(Args&&... args) {
     void* memory = allocate_task(sizeof(completed_task));
-    auto* self = new (memory) completed_task();
+    auto* self = new (memory) completed_task;  // no (): as task_impl
     try {
       if constexpr (!std::is_void_v<R>) new (self->result_storage) R(std::forward<Args>(args)...);
     } catch (...) {
@@ -317,7 +317,7 @@ struct completed_task final : task_with_result<R> {
 struct event_task final : task_with_result<void> {
   static event_task* create() {
     void* memory = allocate_task(sizeof(event_task));
-    auto* self = new (memory) event_task();
+    auto* self = new (memory) event_task;
     self->type = &handle;
     count_created();
     return self;
