@@ -78,6 +78,18 @@ class work_stealing_deque {
     check_owner("pop");
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    // One item at most (top only grows, so an old top over-counts): take it the thieves'
+    // way, with their CAS on top and no store to bottom — one read-modify-write instead of
+    // the fence below plus that same CAS. A launch followed by a wait lands here.
+    std::int64_t seen = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s load of top
+    if (seen > b) return std::nullopt;
+    if (seen == b) {
+      T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
+      bool won = top_.compare_exchange_strong(seen, seen + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
+      if (!won) return std::nullopt;  // a thief took it: the deque is empty
+      return item;
+    }
     // seq_cst store then seq_cst load: the paper's fence. Either a thief sees the lowered
     // bottom, or we see its raised top (Dekker) — never both of us taking the last item.
     bottom_.store(b, std::memory_order_seq_cst);
