@@ -46,6 +46,8 @@ std::uint32_t task_group::outstanding(std::uint32_t word, std::uint32_t ran_here
   return ((word >> 1) + unaccounted_home - ran_here) & (~std::uint32_t{0} >> 1);
 }
 
+bool task_group::is_home() const noexcept { return &this_thread_context() == home_; }
+
 void task_group::spawn(detail::group_child_base* child, priority at) {
   thread_context& context = this_thread_context();
   if (&context == home_) {
@@ -188,6 +190,7 @@ void task_group::join() noexcept {
   // accounted for, and the word starts again from zero, its sleeper bit clear.
   home_counted_ = spawned_at_home_.load(std::memory_order_relaxed);  // relaxed: as in outstanding
   unfinished_.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
+  inline_child_taken_ = false;  // its child has finished (the home thread is not in run() now)
 }
 
 void task_group::wait() {

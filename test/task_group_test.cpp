@@ -72,6 +72,68 @@ TEST_CASE("task_group: reusable after wait, and children may spawn siblings") {
   }
 }
 
+TEST_CASE("task_group: the first small child after each join lives in the group, the rest in the pool") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_group group(pool);
+  int ran = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::int64_t blocks = detail::task_pool::live_blocks();
+    group.run([&] { ++ran; });
+    CHECK(detail::task_pool::live_blocks() == blocks);  // in the group's inline slot
+    group.run([&] { ++ran; });
+    CHECK(detail::task_pool::live_blocks() == blocks + 1);  // the slot is taken: a pooled block
+    group.wait();
+    CHECK(detail::task_pool::live_blocks() == blocks);
+    CHECK(ran == 2 * (round + 1));
+  }
+}
+
+namespace {
+// copy_throws is a callable whose copy fails: run() must throw and leave nothing behind.
+struct copy_throws {
+  int* ran;
+  explicit copy_throws(int* counter) : ran(counter) {}
+  copy_throws(const copy_throws&) { throw std::runtime_error("copy failed"); }
+  void operator()() const { ++*ran; }
+};
+}  // namespace
+
+TEST_CASE("task_group: a child whose callable throws while being copied is not spawned") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_group group(pool);
+  int ran = 0;
+  copy_throws failing(&ran);
+  CHECK_THROWS_AS(group.run(failing), std::runtime_error);  // would take the inline slot
+  CHECK_THROWS_AS(group.run(failing), std::runtime_error);  // would take a pooled block
+  int fine = 0;
+  group.run([&] { ++fine; });
+  group.wait();
+  CHECK(ran == 0);
+  CHECK(fine == 1);
+}
+
+TEST_CASE("task_group stress: groups reused 20,000 times with stolen children on 2 workers" *
+          doctest::test_suite("stress")) {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  long total = pool.launch("reuse", [] {
+    long sum = 0;
+    task_group group;
+    for (int round = 0; round < 20'000 * test::stress_repeat(); ++round) {
+      long first = 0;
+      long second = 0;
+      group.run([&first, round] { first = round; });   // the inline slot: a thief may take it
+      group.run([&second, round] { second = 2L * round; });
+      group.wait();
+      sum += first + second - 3L * round;
+    }
+    return sum;
+  }).get_result();
+  CHECK(total == 0);
+}
+
 TEST_CASE("task_group: 10,000 children that each burn 1 KB of stack and join their own group") {
   no_leaks leaks;
   scheduler pool(test::options_with(2));

@@ -11,7 +11,9 @@
 //   }
 //
 // A child is as light as a work item gets: no handle, no reference count, no num_locks —
-// a pooled block holding the callable and the group's address. run() pushes it onto the
+// a block holding the callable and the group's address: the group's own inline slot for
+// the first small child the creating thread runs after each join (fib's one child per
+// group), else a pooled block. run() pushes it onto the
 // calling worker's deque (newest first for the owner, oldest first for thieves), so the
 // joining thread finds its own children on top of its deque and runs them cache-hot, while
 // thieves take the oldest — the biggest — pieces of work.
@@ -31,6 +33,7 @@
 #include <magpie/scheduler.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -105,8 +108,22 @@ class task_group {
   template <class Body>
   void run_at(priority at, Body&& body) {
     using child = detail::group_child<std::decay_t<Body>>;
+    if constexpr (sizeof(child) <= inline_child_bytes && alignof(child) <= alignof(std::max_align_t)) {
+      if (!inline_child_taken_ && is_home()) {
+        inline_child_taken_ = true;  // if the body's copy throws, the slot waits for the next join
+        spawn(new (inline_child_) child(this, std::forward<Body>(body)), at);
+        return;
+      }
+    }
     void* memory = detail::task_pool::allocate(sizeof(child));
-    spawn(new (memory) child(this, std::forward<Body>(body)), at);
+    child* made = nullptr;
+    try {
+      made = new (memory) child(this, std::forward<Body>(body));
+    } catch (...) {
+      detail::task_pool::deallocate(memory, sizeof(child));
+      throw;
+    }
+    spawn(made, at);
   }
 
   // is_child says whether `item` is a child of this group (for the joining thread).
@@ -129,6 +146,9 @@ class task_group {
   static constexpr std::uint32_t one_child = 2;
 
   void spawn(detail::group_child_base* child, priority at);
+  bool is_home() const noexcept;
+  // releases_memory says whether a finished child's block goes back to the pool.
+  bool releases_memory(const void* child) const noexcept { return child != inline_child_; }
   bool run_private_children() noexcept;
   void join() noexcept;
   bool help(int joiner_depth) noexcept;
@@ -153,6 +173,12 @@ class task_group {
   std::atomic<const void*> joiner_{nullptr};  // the context of the thread inside wait(), if any
   std::atomic<bool> failed_{false};
   std::exception_ptr first_exception_;
+  // The inline slot: taken by the home thread's run(), free again once a join has run
+  // every child (so no child in it can still be running). Its own cache line: a thief
+  // that takes the child reads it there.
+  static constexpr std::size_t inline_child_bytes = 64;
+  bool inline_child_taken_ = false;
+  alignas(64) unsigned char inline_child_[inline_child_bytes];
 };
 
 template <class Body>
@@ -169,8 +195,9 @@ bool detail::group_child<Body>::handle(work_item* self, work_action action) noex
   } else {
     group->child_failed(std::make_exception_ptr(std::runtime_error("task_group child never ran: scheduler shut down")));
   }
+  bool pooled = group->releases_memory(me);
   me->~group_child();
-  task_pool::deallocate(me, sizeof(group_child));
+  if (pooled) task_pool::deallocate(me, sizeof(group_child));
   // A joiner running its own child counts it itself: no read-modify-write on the count.
   if (action != work_action::run_joined) group->child_done();  // last: the group may go once the count drops
   return true;
