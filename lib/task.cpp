@@ -256,7 +256,14 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
   group->count = static_cast<std::uint32_t>(count);
   group->next = task->prerequisite_groups;
   task->prerequisite_groups = group;
-  task->state.add_locks(static_cast<std::uint32_t>(count));
+  // A task that is not an event gets its prerequisites once, before anything can reach it:
+  // its lock count is still its own. An event may already be waited for.
+  if (task->kind == task_kind::event) {
+    task->state.add_locks(static_cast<std::uint32_t>(count));
+  } else {
+    task->state.add_unshared_locks(static_cast<std::uint32_t>(count));
+  }
+  std::uint32_t already_complete = 0;
   for (std::size_t i = 0; i < count; ++i) {
     task_edge* edge = new (group->edges() + i) task_edge();
     edge->subsequent = task;
@@ -272,13 +279,15 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
       prerequisite = nullptr;
     }
     if (prerequisite == nullptr) {  // an invalid handle counts as completed
-      task->state.unlock();         // cannot be the last: the launch lock is still held
+      ++already_complete;
       continue;
     }
     edge->prerequisite = prerequisite;
     add_reference(prerequisite);  // kept until this task starts
-    if (!prerequisite->subsequents.push_if_not_closed(edge)) task->state.unlock();  // already complete
+    if (!prerequisite->subsequents.push_if_not_closed(edge)) ++already_complete;
   }
+  // In one go, and never the last: the launch lock is still held.
+  if (already_complete != 0) task->state.release_locks(already_complete);
 }
 
 bool claim_prerequisites(task_base* task) noexcept {

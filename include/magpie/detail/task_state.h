@@ -47,6 +47,19 @@ class task_state {
     num_locks_.fetch_add(count, std::memory_order_relaxed);
   }
 
+  // add_unshared_locks is add_locks while no other thread can reach the task (nothing
+  // links to it yet): a load and a store.
+  void add_unshared_locks(std::uint32_t count) noexcept {
+    // relaxed: published with the task, as add_locks'
+    num_locks_.store(num_locks_.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
+  }
+
+  // release_locks removes `count` locks that the caller knows are not the last (the launch
+  // lock is still held): prerequisites found complete while adding them.
+  void release_locks(std::uint32_t count) noexcept {
+    num_locks_.fetch_sub(count, std::memory_order_seq_cst);  // seq_cst: as release_lock
+  }
+
   // unlock removes one lock and returns true when it was the last: the task is now ready
   // and the caller must schedule (or run) it.
   bool unlock() noexcept { return release_lock() == 0; }
