@@ -1,10 +1,12 @@
 // The task memory pool; see include/magpie/detail/task_pool.h for the design.
 #include <magpie/detail/task_pool.h>
+#include <magpie/task_memory.h>
 
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -43,6 +45,7 @@ struct heap {
   alignas(64) std::array<free_block*, class_sizes.size()> local{};
   std::atomic<std::int64_t> allocated{0};
   std::atomic<std::int64_t> freed_here{0};
+  std::size_t slabs = 0;  // slabs this heap carved and still holds
   // Pushed by other threads, taken whole by the owner.
   alignas(64) std::array<std::atomic<free_block*>, class_sizes.size()> returned{};
   std::atomic<std::int64_t> freed_elsewhere{0};
@@ -84,6 +87,8 @@ heap* adopt_or_create() {
   return fresh;
 }
 
+std::size_t trim(heap& owner) noexcept;
+
 // thread_heap is the calling thread's heap, parked again when the thread exits.
 struct thread_heap {
   heap* mine = nullptr;
@@ -93,6 +98,7 @@ struct thread_heap {
   }
   ~thread_heap() {
     if (mine == nullptr) return;
+    trim(*mine);  // a parked heap keeps only slabs that still hold live blocks
     lock_parked();
     mine->next_parked = parked_heaps;
     parked_heaps = mine;
@@ -113,6 +119,53 @@ slab_header* slab_of(void* block) noexcept {
   return reinterpret_cast<slab_header*>(reinterpret_cast<std::uintptr_t>(block) & ~(slab_size - 1));
 }
 
+// first_block is the index of a slab's first block of class `index` (the header comes first).
+std::size_t first_block(std::size_t index) noexcept {
+  return (sizeof(slab_header) + class_sizes[index] - 1) / class_sizes[index];
+}
+
+// trim frees the owner's slabs whose every block is on its free lists; owner thread only.
+std::size_t trim(heap& owner) noexcept {
+  std::size_t released = 0;
+  try {
+    for (std::size_t index = 0; index < class_sizes.size(); ++index) {
+      free_block* free = owner.local[index];
+      // acquire: pairs with the release CAS in deallocate, as refill's exchange
+      for (free_block* back = owner.returned[index].exchange(nullptr, std::memory_order_acquire); back != nullptr;) {
+        free_block* next = back->next;
+        back->next = free;
+        free = back;
+        back = next;
+      }
+      owner.local[index] = free;  // whole again before anything here can throw
+      std::unordered_map<slab_header*, std::size_t> free_in;
+      for (free_block* each = free; each != nullptr; each = each->next) ++free_in[slab_of(each)];
+      const std::size_t whole = slab_size / class_sizes[index] - first_block(index);
+      free_block* kept = nullptr;
+      while (free != nullptr) {
+        free_block* next = free->next;
+        if (free_in.find(slab_of(free))->second != whole) {
+          free->next = kept;
+          kept = free;
+        }
+        free = next;
+      }
+      owner.local[index] = kept;
+      for (const auto& [slab, count] : free_in) {
+        if (count != whole) continue;
+        MAGPIE_UNPOISON(slab, slab_size);
+        std::free(slab);
+        --owner.slabs;
+        released += slab_size;
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    // No memory for the count: this class keeps its slabs (its list is whole: nothing
+    // after the count allocates).
+  }
+  return released;
+}
+
 // refill gives the owner's list more blocks: first those other threads returned, else a
 // fresh slab, its blocks aligned to their size after the header.
 void refill(heap& owner, std::size_t index) {
@@ -122,8 +175,9 @@ void refill(heap& owner, std::size_t index) {
   void* memory = std::aligned_alloc(slab_size, slab_size);
   if (memory == nullptr) throw std::bad_alloc();
   new (memory) slab_header{&owner, index};
+  ++owner.slabs;
   std::size_t block_size = class_sizes[index];
-  std::size_t first = (sizeof(slab_header) + block_size - 1) / block_size;
+  std::size_t first = first_block(index);
   std::size_t count = slab_size / block_size;
   char* base = static_cast<char*>(memory);
   free_block* list = nullptr;
@@ -190,3 +244,17 @@ std::int64_t live_blocks() noexcept {
 }
 
 }  // namespace magpie::detail::task_pool
+
+namespace magpie {
+
+std::size_t trim_task_memory() noexcept {
+  detail::task_pool::heap* mine = detail::task_pool::this_thread_heap.mine;
+  return mine != nullptr ? detail::task_pool::trim(*mine) : 0;
+}
+
+std::size_t task_memory_held() noexcept {
+  detail::task_pool::heap* mine = detail::task_pool::this_thread_heap.mine;
+  return mine != nullptr ? mine->slabs * detail::task_pool::slab_size : 0;
+}
+
+}  // namespace magpie

@@ -1,5 +1,6 @@
 // Tests for include/magpie/detail/task_pool.h — per-thread pools with cross-thread frees.
 #include <magpie/detail/task_pool.h>
+#include <magpie/task_memory.h>
 
 #include "support.h"
 
@@ -81,6 +82,58 @@ TEST_CASE("task_pool: a thread's heap is adopted after the thread exits") {
   second.join();
   pool::deallocate(survivor, 128);  // freed long after its thread ended
   CHECK(pool::live_blocks() == before);
+}
+
+TEST_CASE("task_pool: trim_task_memory gives back the slabs with no live block and keeps the rest") {
+  std::int64_t before = pool::live_blocks();
+  std::thread owner([] {
+    constexpr std::size_t slab = 64 * 1024;
+    constexpr std::size_t per_slab = slab / 256 - 1;  // the slab header takes the first block
+    CHECK(magpie::task_memory_held() == 0);           // a new thread has no pool yet
+    // The thread may adopt an exited thread's pool, with slabs that other tests' blocks
+    // still live in: count from what a first trim leaves.
+    pool::deallocate(pool::allocate(256), 256);
+    magpie::trim_task_memory();
+    const std::size_t base = magpie::task_memory_held();
+    std::vector<void*> blocks;
+    for (std::size_t i = 0; i < 4 * per_slab; ++i) blocks.push_back(pool::allocate(256));
+    CHECK(magpie::task_memory_held() == base + 4 * slab);
+    void* survivor = blocks.front();  // keeps the first slab
+    // Half come back through another thread (the owner's "returned" stack), half here.
+    std::thread other([&] {
+      for (std::size_t i = 1; i < blocks.size(); i += 2) pool::deallocate(blocks[i], 256);
+    });
+    other.join();
+    for (std::size_t i = 2; i < blocks.size(); i += 2) pool::deallocate(blocks[i], 256);
+    CHECK(magpie::trim_task_memory() == 3 * slab);
+    CHECK(magpie::task_memory_held() == base + slab);
+    // The kept slab's free blocks still serve allocations.
+    std::vector<void*> again;
+    for (std::size_t i = 1; i < per_slab; ++i) again.push_back(pool::allocate(256));
+    CHECK(magpie::task_memory_held() == base + slab);
+    for (void* each : again) pool::deallocate(each, 256);
+    CHECK(magpie::trim_task_memory() == 0);  // the survivor still lives there
+    pool::deallocate(survivor, 256);
+    CHECK(magpie::trim_task_memory() == slab);
+    CHECK(magpie::task_memory_held() == base);
+  });
+  owner.join();
+  CHECK(pool::live_blocks() == before);
+}
+
+TEST_CASE("task_pool: a thread's free slabs go back to the system when it exits") {
+  std::thread burst([] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5000; ++i) blocks.push_back(pool::allocate(128));  // ~10 slabs
+    for (void* each : blocks) pool::deallocate(each, 128);
+  });
+  burst.join();
+  std::thread adopter([] {
+    void* block = pool::allocate(128);  // adopts the burst's parked heap, trimmed at exit
+    CHECK(magpie::task_memory_held() < 5 * 64 * 1024);  // untrimmed, it would hold ten slabs
+    pool::deallocate(block, 128);
+  });
+  adopter.join();
 }
 
 }  // TEST_SUITE("task_pool")

@@ -11,5 +11,6 @@
 #include <magpie/task.h>
 #include <magpie/task_event.h>
 #include <magpie/task_group.h>
+#include <magpie/task_memory.h>
 #include <magpie/timer_manager.h>
 #include <magpie/wait.h>

@@ -10,7 +10,9 @@
 // thread pushes onto the owner's lock-free "returned" stack, which the owner takes back
 // whole (one exchange) when its own list runs dry — so no ABA, and no lock anywhere. A
 // heap whose thread exits is parked and adopted by the next thread that needs one, so
-// blocks freed after their allocating thread died are reused, not leaked.
+// blocks freed after their allocating thread died are reused, not leaked. Slabs stay with
+// their heap for reuse until magpie::trim_task_memory() (magpie/task_memory.h) or the
+// thread's exit frees those with no live block.
 //
 // Under AddressSanitizer a free block is poisoned, so use-after-free of a pooled task is
 // still reported.
