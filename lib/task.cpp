@@ -251,18 +251,16 @@ void initialise(task_base* task, const char* name, task_kind kind, scheduler& ow
 
 // --- prerequisites -----------------------------------------------------------------------
 
-void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
-                       edge_group* group) noexcept {
+namespace {
+
+// link_prerequisites puts `task` in each prerequisite's subsequent list, using `group`'s
+// edges (its locks are already counted), and returns how many were complete or invalid:
+// locks the caller still has to remove.
+std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
+                                 edge_group* group) noexcept {
   group->count = static_cast<std::uint32_t>(count);
   group->next = task->prerequisite_groups;
   task->prerequisite_groups = group;
-  // A task that is not an event gets its prerequisites once, before anything can reach it:
-  // its lock count is still its own. An event may already be waited for.
-  if (task->kind == task_kind::event) {
-    task->state.add_locks(static_cast<std::uint32_t>(count));
-  } else {
-    task->state.add_unshared_locks(static_cast<std::uint32_t>(count));
-  }
   std::uint32_t already_complete = 0;
   for (std::size_t i = 0; i < count; ++i) {
     task_edge* edge = new (group->edges() + i) task_edge();
@@ -286,8 +284,35 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
     add_reference(prerequisite);  // kept until this task starts
     if (!prerequisite->subsequents.push_if_not_closed(edge)) ++already_complete;
   }
+  return already_complete;
+}
+
+}  // namespace
+
+void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
+                       edge_group* group) noexcept {
+  // A task that is not an event gets its prerequisites once, before anything can reach it:
+  // its lock count is still its own. An event may already be waited for.
+  if (task->kind == task_kind::event) {
+    task->state.add_locks(static_cast<std::uint32_t>(count));
+  } else {
+    task->state.add_unshared_locks(static_cast<std::uint32_t>(count));
+  }
+  std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
   // In one go, and never the last: the launch lock is still held.
   if (already_complete != 0) task->state.release_locks(already_complete);
+}
+
+void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
+                   edge_group* group) noexcept {
+  // The prerequisites' locks stand in for the launch lock: the task cannot become ready
+  // before the last of them goes, and the ones found complete are removed only at the end.
+  task->state.replace_launch_lock(static_cast<std::uint32_t>(count));
+  std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
+  if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
+  ready_loop loop(nullptr);
+  loop.lock_released(task, task->state.release_locks(already_complete));
+  loop.drain();
 }
 
 bool claim_prerequisites(task_base* task) noexcept {

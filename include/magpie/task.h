@@ -246,9 +246,13 @@ task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, co
   using impl = task_impl<std::decay_t<Body>, R>;
   impl* fresh = impl::create(std::forward<Body>(body), before.size());
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
-  if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->trailing_group());
   auto handle = task<R>::adopt(fresh);
-  launch_task(fresh, into);
+  if (before.size() != 0 && into == nullptr) {
+    launch_behind(fresh, before.data(), before.size(), fresh->trailing_group());
+  } else {
+    if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->trailing_group());
+    launch_task(fresh, into);
+  }
   return handle;
 }
 

@@ -171,6 +171,12 @@ void initialise(task_base* task, const char* name, task_kind kind, scheduler& ow
 void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
                        edge_group* group) noexcept;
 
+// launch_behind launches a new task (not an event, not piped) behind `count` prerequisites:
+// their locks stand in for the launch lock, so launching costs no read-modify-write of its
+// own unless some prerequisite has already completed.
+void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
+                   edge_group* group) noexcept;
+
 // launch_task removes the launch lock (the task joins `into` first when piped); from then
 // on the system owns the task. `into` is the pipe, or nullptr.
 void launch_task(task_base* task, magpie::pipe* into) noexcept;

@@ -54,10 +54,18 @@ class task_state {
     num_locks_.store(num_locks_.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   }
 
-  // release_locks removes `count` locks that the caller knows are not the last (the launch
-  // lock is still held): prerequisites found complete while adding them.
-  void release_locks(std::uint32_t count) noexcept {
-    num_locks_.fetch_sub(count, std::memory_order_seq_cst);  // seq_cst: as release_lock
+  // replace_launch_lock sets the count to `count` prerequisite locks in place of the launch
+  // lock, while no other thread can reach the task: a store. The caller then links the
+  // task to its prerequisites and removes, with release_locks, those found complete.
+  void replace_launch_lock(std::uint32_t count) noexcept {
+    num_locks_.store(count, std::memory_order_relaxed);  // relaxed: published by the first link's release CAS
+  }
+
+  // release_locks removes `count` locks at once (prerequisites found complete while adding
+  // them) and returns how many remain, as release_lock.
+  std::uint32_t release_locks(std::uint32_t count) noexcept {
+    // seq_cst: as release_lock
+    return (num_locks_.fetch_sub(count, std::memory_order_seq_cst) - count) & ~prerequisites_claimed;
   }
 
   // unlock removes one lock and returns true when it was the last: the task is now ready
