@@ -13,10 +13,10 @@
 // A child is as light as a work item gets: no handle, no reference count, no num_locks —
 // a block holding the callable and the group's address: the group's own inline slot for
 // the first small child the creating thread runs after each join (fib's one child per
-// group), else a pooled block. run() pushes it onto the
-// calling worker's deque (newest first for the owner, oldest first for thieves), so the
-// joining thread finds its own children on top of its deque and runs them cache-hot, while
-// thieves take the oldest — the biggest — pieces of work.
+// group), else a pooled block. run() pushes it onto the calling worker's deque (newest
+// first for the owner, oldest first for thieves), so the joining thread finds its own
+// children on top of its deque and runs them cache-hot, while thieves take the oldest —
+// the biggest — pieces of work.
 //
 // While children it spawned are stolen, the joining thread runs other work only within a
 // bound on nesting (64 levels), then spins and sleeps. From a thread that is not a worker
