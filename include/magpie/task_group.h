@@ -109,7 +109,7 @@ class task_group {
   void run_at(priority at, Body&& body) {
     using child = detail::group_child<std::decay_t<Body>>;
     if constexpr (sizeof(child) <= inline_child_bytes && alignof(child) <= alignof(std::max_align_t)) {
-      if (!inline_child_taken_ && is_home()) {
+      if (is_home() && !inline_child_taken_) {  // only the home thread reads or writes the flag here
         inline_child_taken_ = true;  // if the body's copy throws, the slot waits for the next join
         spawn(new (inline_child_) child(this, std::forward<Body>(body)), at);
         return;
