@@ -72,15 +72,27 @@ void task_group::spawn(detail::group_child_base* child, priority at) {
     }
     return;
   }
-  // The common case without schedule()'s second look at the thread: normal work onto our
-  // own deque (an attached thread's only while the scheduler accepts work from outside).
-  if (own != nullptr && at == priority::normal &&
-      (context.self != nullptr || owner_->accepting.load(std::memory_order_acquire))) {  // acquire: as schedule's check
-    own->push(child);
-    owner_->wake_for(at);
-    return;
+  try {
+    // The common case without schedule()'s second look at the thread: normal work onto our
+    // own deque (an attached thread's only while the scheduler accepts work from outside).
+    if (own != nullptr && at == priority::normal &&
+        (context.self != nullptr || owner_->accepting.load(std::memory_order_acquire))) {  // acquire: as schedule's check
+      own->push(child);
+      owner_->wake_for(at);
+      return;
+    }
+    owner_->schedule(child, at);
+  } catch (...) {
+    // No memory to grow a queue: the child is not queued, so it must not be counted either
+    // (run() destroys it and rethrows), or the join would wait for it for ever.
+    if (&context == home_) {
+      // relaxed: as the increment above
+      spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    } else {
+      child_done();  // as a finished child: wakes a joiner that slept on this one
+    }
+    throw;
   }
-  owner_->schedule(child, at);
 }
 
 bool task_group::run_private_children() noexcept {

@@ -7,8 +7,26 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <thread>
+
+// Failing allocations on demand, for the out-of-memory case: a thread sets fail_here and
+// its next operator new throws. GCC cannot see that these replacements pair malloc with
+// free themselves.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+thread_local bool fail_here = false;
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (fail_here) throw std::bad_alloc();
+  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 
 using namespace magpie;
 using test::no_leaks;
@@ -112,6 +130,31 @@ TEST_CASE("task_group: a child whose callable throws while being copied is not s
   group.wait();
   CHECK(ran == 0);
   CHECK(fine == 1);
+}
+
+TEST_CASE("task_group: a run() that finds no memory to grow the deque throws and leaves the group joinable") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));  // no thread but this one: every child stays queued
+  pool.attach(named_thread::game);        // so that this thread's children go to its deque
+  int count = 0;
+  {
+    task_group group(pool);
+    for (int i = 0; i < 256; ++i) group.run([&count] { ++count; });  // fills the first ring
+    int threw = 0;
+    fail_here = true;  // no doctest assertion until it is off again: they allocate
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        group.run([&count] { count += 1000; });  // needs a bigger ring
+      } catch (const std::bad_alloc&) {
+        ++threw;
+      }
+    }
+    fail_here = false;
+    CHECK(threw == 2);
+    group.wait();  // without the fix: waits for ever for children never queued
+  }
+  pool.detach();
+  CHECK(count == 256);
 }
 
 TEST_CASE("task_group stress: groups reused 20,000 times with stolen children on 2 workers" *

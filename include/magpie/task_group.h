@@ -111,7 +111,14 @@ class task_group {
     if constexpr (sizeof(child) <= inline_child_bytes && alignof(child) <= alignof(std::max_align_t)) {
       if (is_home() && !inline_child_taken_) {  // only the home thread reads or writes the flag here
         inline_child_taken_ = true;  // if the body's copy throws, the slot waits for the next join
-        spawn(new (inline_child_) child(this, std::forward<Body>(body)), at);
+        child* made = new (inline_child_) child(this, std::forward<Body>(body));
+        try {
+          spawn(made, at);
+        } catch (...) {  // not queued (no memory for the queue): not counted either
+          made->~child();
+          inline_child_taken_ = false;
+          throw;
+        }
         return;
       }
     }
@@ -119,11 +126,12 @@ class task_group {
     child* made = nullptr;
     try {
       made = new (memory) child(this, std::forward<Body>(body));
-    } catch (...) {
+      spawn(made, at);
+    } catch (...) {  // the copy threw, or the child could not be queued (and is not counted)
+      if (made != nullptr) made->~child();
       detail::task_pool::deallocate(memory, sizeof(child));
       throw;
     }
-    spawn(made, at);
   }
 
   // is_child says whether `item` is a child of this group (for the joining thread).
