@@ -23,34 +23,35 @@ thread_local int foreign_depth = 0;
 
 }  // namespace
 
+constinit thread_local char detail::thread_tag = 0;
+
 task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
 
 task_group::task_group(scheduler& owner)
-    : owner_(&detail::scheduler_access::of(owner)), home_(&this_thread_context()) {}
+    : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {
+  const thread_context& context = this_thread_context();
+  home_deque_ = owner_->own_deque(context);
+  if (home_deque_ != nullptr && context.self == nullptr) home_accepting_ = &owner_->accepting;
+  wakes_workers_ = !owner_->workers.empty();
+}
 
-task_group::~task_group() {
-  std::uint32_t left = outstanding(unfinished_.load(std::memory_order_acquire), 0);  // acquire: pairs with child_done
-  if (left == 0) return;
+void task_group::join_unjoined() noexcept {
+  // acquire: pairs with child_done
+  std::uint32_t left = outstanding(unfinished_.load(std::memory_order_acquire), 0);
   // An exception between run() and wait() is not misuse: join, and drop the children's.
   if (std::uncaught_exceptions() == 0) {
     report(diagnostic_kind::misuse, "task_group destroyed with " + std::to_string(left) +
                                         " children not joined; joining them now");
   }
-  join();
+  join(0);
 }
 
-std::uint32_t task_group::outstanding(std::uint32_t word, std::uint32_t ran_here) const noexcept {
-  // relaxed: the home thread's own writes; or, for a joiner elsewhere, ordered by its
-  // acquire load of `word`, made first (a home child spawns before its count drops)
-  std::uint32_t unaccounted_home = spawned_at_home_.load(std::memory_order_relaxed) - home_counted_;
-  return ((word >> 1) + unaccounted_home - ran_here) & (~std::uint32_t{0} >> 1);
-}
+void task_group::wake_workers() noexcept { owner_->wake_for(priority::normal); }
 
-bool task_group::is_home() const noexcept { return &this_thread_context() == home_; }
-
-void task_group::spawn(detail::group_child_base* child, priority at) {
+void task_group::spawn_general(detail::group_child_base* child, priority at) {
   thread_context& context = this_thread_context();
-  if (&context == home_) {
+  const bool home = is_home();
+  if (home) {
     // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
     spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   } else {
@@ -62,7 +63,7 @@ void task_group::spawn(detail::group_child_base* child, priority at) {
   // deque (a standby worker) or is nested as deep as help() goes: its join could not
   // take them back from the shared queue. Either way the joiner keeps them.
   bool keep_private = own == nullptr && (owner_->workers.empty() ||
-                                         (&context == home_ && (context.self != nullptr ||
+                                         (home && (context.self != nullptr ||
                                                                 foreign_depth >= max_foreign_depth)));
   if (keep_private) {
     child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
@@ -85,7 +86,7 @@ void task_group::spawn(detail::group_child_base* child, priority at) {
   } catch (...) {
     // No memory to grow a queue: the child is not queued, so it must not be counted either
     // (run() destroys it and rethrows), or the join would wait for it for ever.
-    if (&context == home_) {
+    if (home) {
       // relaxed: as the increment above
       spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     } else {
@@ -147,12 +148,11 @@ bool task_group::help(int joiner_depth) noexcept {
   return true;
 }
 
-void task_group::join() noexcept {
-  auto* own = owner_->own_deque(this_thread_context());
+void task_group::join(std::uint32_t ran_here) noexcept {
+  auto* own = is_home() ? home_deque_ : owner_->own_deque(this_thread_context());
   int spins = 0;
-  // Own children this thread ran and has not yet taken off the count: it subtracts them
-  // in one go (before sleeping, or at the end) instead of one read-modify-write each.
-  std::uint32_t ran_here = 0;
+  // ran_here counts own children this thread ran and has not yet taken off the count: it
+  // subtracts them in one go (before sleeping, or at the end), not one read-modify-write each.
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
     if (outstanding(word, ran_here) == 0) break;
@@ -200,13 +200,18 @@ void task_group::join() noexcept {
   }
   // Every child has finished (their last touch was the decrement): the home spawns are all
   // accounted for, and the word starts again from zero, its sleeper bit clear.
-  home_counted_ = spawned_at_home_.load(std::memory_order_relaxed);  // relaxed: as in outstanding
-  unfinished_.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
-  inline_child_taken_ = false;  // its child has finished (the home thread is not in run() now)
+  end_join();
 }
 
-void task_group::wait() {
-  const void* me = &this_thread_context();
+void task_group::rethrow_first() {
+  std::exception_ptr error = std::move(first_exception_);
+  first_exception_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);  // relaxed: the children are done; the next wait() starts clean
+  std::rethrow_exception(error);
+}
+
+void task_group::wait_general() {
+  const void* me = detail::this_thread_tag();
   const void* other = nullptr;
   if (me == home_) {
     // The usual joiner marks its wait with a plain store: an exchange would cost a locked
@@ -228,14 +233,9 @@ void task_group::wait() {
     while (joiner_.load(std::memory_order_acquire) != nullptr) std::this_thread::yield();
     return;  // the first wait joined every child run before it ended
   }
-  join();
+  join(0);
   joiner_.store(nullptr, std::memory_order_release);  // release: a second waiter sees the joined children's effects
-  if (failed_.load(std::memory_order_acquire)) {  // acquire: pairs with child_failed's exchange
-    std::exception_ptr error = std::move(first_exception_);
-    first_exception_ = nullptr;
-    failed_.store(false, std::memory_order_relaxed);  // relaxed: the children are done; the next wait() starts clean
-    std::rethrow_exception(error);
-  }
+  if (failed_.load(std::memory_order_acquire)) rethrow_first();  // acquire: pairs with child_failed's exchange
 }
 
 }  // namespace magpie

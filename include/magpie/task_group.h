@@ -28,7 +28,9 @@
 // once. See docs/fork-join-tutorial.md.
 #pragma once
 
+#include <magpie/detail/deque.h>
 #include <magpie/detail/task_pool.h>
+#include <magpie/detail/thread_tag.h>
 #include <magpie/detail/work_item.h>
 #include <magpie/scheduler.h>
 
@@ -85,7 +87,10 @@ class task_group {
   // except while an exception unwinds, when it joins them quietly. (It asks only whether
   // an exception is in flight, not whether it was when the group was made: asking on
   // every construction costs a call into the C++ runtime per spawn in recursive code.)
-  ~task_group();
+  ~task_group() {
+    // acquire: pairs with child_done, as join's loads
+    if (outstanding(unfinished_.load(std::memory_order_acquire), 0) != 0) join_unjoined();
+  }
 
   task_group(const task_group&) = delete;
   task_group& operator=(const task_group&) = delete;
@@ -99,7 +104,30 @@ class task_group {
   }
 
   // wait joins every child run so far, then rethrows the first exception one threw.
-  void wait();
+  void wait() {
+    // The common shape first, inline (fib's): the home thread joins its one child, still
+    // on top of its deque. Anything else — a stolen child, more children, another
+    // thread, misuse — takes the general path.
+    if (detail::this_thread_tag() == home_ && home_deque_ != nullptr &&
+        joiner_.load(std::memory_order_relaxed) == nullptr) {  // relaxed: only a misuse check (see wait_general)
+      joiner_.store(home_, std::memory_order_relaxed);  // relaxed: as above
+      std::uint32_t ran_here = 0;
+      if (auto mine = home_deque_->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
+        (*mine)->handler(*mine, detail::work_action::run_joined);
+        ran_here = 1;
+      }
+      // acquire: pairs with child_done, as join's loads
+      if (outstanding(unfinished_.load(std::memory_order_acquire), ran_here) == 0) {
+        end_join();
+      } else {
+        join(ran_here);
+      }
+      joiner_.store(nullptr, std::memory_order_release);  // release: as wait_general's
+      if (failed_.load(std::memory_order_acquire)) rethrow_first();  // acquire: pairs with child_failed's exchange
+      return;
+    }
+    wait_general();
+  }
 
   // has_exception says whether a child has thrown since the last wait().
   bool has_exception() const noexcept { return failed_.load(std::memory_order_acquire); }  // acquire: pairs with child_failed's exchange
@@ -108,12 +136,13 @@ class task_group {
   template <class Body>
   void run_at(priority at, Body&& body) {
     using child = detail::group_child<std::decay_t<Body>>;
+    const bool home = detail::this_thread_tag() == home_;
     if constexpr (sizeof(child) <= inline_child_bytes && alignof(child) <= alignof(std::max_align_t)) {
-      if (is_home() && !inline_child_taken_) {  // only the home thread reads or writes the flag here
+      if (home && !inline_child_taken_) {  // only the home thread reads or writes the flag here
         inline_child_taken_ = true;  // if the body's copy throws, the slot waits for the next join
         child* made = new (inline_child_) child(this, std::forward<Body>(body));
         try {
-          spawn(made, at);
+          spawn(made, at, home);
         } catch (...) {  // not queued (no memory for the queue): not counted either
           made->~child();
           inline_child_taken_ = false;
@@ -126,7 +155,7 @@ class task_group {
     child* made = nullptr;
     try {
       made = new (memory) child(this, std::forward<Body>(body));
-      spawn(made, at);
+      spawn(made, at, home);
     } catch (...) {  // the copy threw, or the child could not be queued (and is not counted)
       if (made != nullptr) made->~child();
       detail::task_pool::deallocate(memory, sizeof(child));
@@ -153,12 +182,43 @@ class task_group {
   static constexpr std::uint32_t sleeper_bit = 1;
   static constexpr std::uint32_t one_child = 2;
 
-  void spawn(detail::group_child_base* child, priority at);
-  bool is_home() const noexcept;
+  // spawn queues a counted child: inline, the home thread's normal-priority push onto its
+  // own deque; anything else out of line.
+  void spawn(detail::group_child_base* child, priority at, bool home) {
+    if (home && at == priority::normal && home_deque_ != nullptr &&
+        (home_accepting_ == nullptr || home_accepting_->load(std::memory_order_acquire))) {  // acquire: as schedule's check
+      // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
+      spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      try {
+        home_deque_->push(child);
+      } catch (...) {  // no memory to grow the deque: not queued, so not counted (run_at rethrows)
+        // relaxed: as the increment
+        spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        throw;
+      }
+      if (wakes_workers_) wake_workers();
+      return;
+    }
+    spawn_general(child, at);
+  }
+  void spawn_general(detail::group_child_base* child, priority at);
+  void wake_workers() noexcept;
+  bool is_home() const noexcept { return detail::this_thread_tag() == home_; }
   // releases_memory says whether a finished child's block goes back to the pool.
   bool releases_memory(const void* child) const noexcept { return child != inline_child_; }
   bool run_private_children() noexcept;
-  void join() noexcept;
+  // join runs and waits until no child is outstanding; `ran_here` own children already ran
+  // on this thread, not yet taken off the count.
+  void join(std::uint32_t ran_here) noexcept;
+  // end_join resets the accounting once every child has finished (the joiner's).
+  void end_join() noexcept {
+    home_counted_ = spawned_at_home_.load(std::memory_order_relaxed);  // relaxed: as in outstanding
+    unfinished_.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
+    inline_child_taken_ = false;  // its child has finished (the home thread is not in run() now)
+  }
+  void join_unjoined() noexcept;
+  void wait_general();
+  [[noreturn]] void rethrow_first();
   bool help(int joiner_depth) noexcept;
   void child_started() noexcept;
   void child_failed(std::exception_ptr error) noexcept;
@@ -166,10 +226,22 @@ class task_group {
 
   // What the joiner still waits for: the word's count, plus home spawns not yet in it,
   // less the children it ran itself (modulo 2^31; see unfinished_).
-  std::uint32_t outstanding(std::uint32_t word, std::uint32_t ran_here) const noexcept;
+  std::uint32_t outstanding(std::uint32_t word, std::uint32_t ran_here) const noexcept {
+    // relaxed: the home thread's own writes; or, for a joiner elsewhere, ordered by its
+    // acquire load of `word`, made first (a home child spawns before its count drops)
+    std::uint32_t unaccounted_home = spawned_at_home_.load(std::memory_order_relaxed) - home_counted_;
+    return ((word >> 1) + unaccounted_home - ran_here) & (~std::uint32_t{0} >> 1);
+  }
 
   scheduler::impl* owner_;
-  const void* home_;  // the creating thread's context
+  const void* home_;  // the creating thread's tag (detail::this_thread_tag)
+  // The creating thread's own deque (a worker's or an attached named thread's), else
+  // nullptr; fixed for the thread's life, so read once here rather than per spawn.
+  detail::work_stealing_deque<detail::work_item*>* home_deque_ = nullptr;
+  // An attached thread's pushes wait for the scheduler to accept outside work; a worker's
+  // need no check (nullptr).
+  const std::atomic<bool>* home_accepting_ = nullptr;
+  bool wakes_workers_ = false;  // the scheduler has workers to wake for a pushed child
   // Written by the home thread only: a relaxed load and store, no read-modify-write.
   std::atomic<std::uint32_t> spawned_at_home_{0};
   std::uint32_t home_counted_ = 0;  // the joiner's: how many home spawns it has accounted for
@@ -194,7 +266,7 @@ bool detail::group_child<Body>::handle(work_item* self, work_action action) noex
   auto* me = static_cast<group_child*>(self);
   task_group* group = me->group;
   if (action != work_action::discard) {
-    group->child_started();
+    if (action == work_action::run) group->child_started();  // a joiner running its own is no thief
     try {
       me->body();
     } catch (...) {
