@@ -25,11 +25,20 @@ thread_local int foreign_depth = 0;
 
 constinit thread_local char detail::thread_tag = 0;
 
-task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
+task_group::task_group() : home_(detail::this_thread_tag()) {
+  // What scheduler_for_free_functions() picks (a task's or attached thread's scheduler is
+  // the context's, else the default), read straight from the context: once per fork.
+  const thread_context& context = this_thread_context();
+  owner_ = context.owner != nullptr ? context.owner : &detail::scheduler_access::of(default_scheduler());
+  remember_home(context);
+}
 
 task_group::task_group(scheduler& owner)
     : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {
-  const thread_context& context = this_thread_context();
+  remember_home(this_thread_context());
+}
+
+void task_group::remember_home(const thread_context& context) noexcept {
   home_deque_ = owner_->own_deque(context);
   if (home_deque_ != nullptr && context.self == nullptr) home_accepting_ = &owner_->accepting;
   wakes_workers_ = !owner_->workers.empty();

@@ -46,6 +46,7 @@
 namespace magpie {
 
 class task_group;
+struct thread_context;  // lib/scheduler_impl.h
 
 namespace detail {
 
@@ -202,6 +203,7 @@ class task_group {
     spawn_general(child, at);
   }
   void spawn_general(detail::group_child_base* child, priority at);
+  void remember_home(const thread_context& context) noexcept;
   void wake_workers() noexcept;
   bool is_home() const noexcept { return detail::this_thread_tag() == home_; }
   // releases_memory says whether a finished child's block goes back to the pool.
