@@ -90,6 +90,29 @@ TEST_CASE("task_group: reusable after wait, and children may spawn siblings") {
   }
 }
 
+TEST_CASE("task_group: on a thread with its own deque, a child the joiner runs itself may spawn siblings") {
+  // wait()'s inline path pops the one child, runs it, and must notice the siblings it made.
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // the attached thread pushes children onto its own deque
+  task_group group(pool);
+  int ran = 0;
+  for (int round = 0; round < 3; ++round) {
+    group.run([&] {
+      ++ran;
+      group.run([&] {
+        ++ran;
+        group.run([&] { ++ran; });  // a grandchild-level sibling, spawned by a sibling
+      });
+    });
+    group.wait();
+    CHECK(ran == 3 * (round + 1));
+  }
+  group.wait();  // nothing spawned: returns at once
+  CHECK(ran == 9);
+  pool.detach();
+}
+
 TEST_CASE("task_group: the first small child after each join lives in the group, the rest in the pool") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));

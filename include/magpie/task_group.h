@@ -113,9 +113,12 @@ class task_group {
         joiner_.load(std::memory_order_relaxed) == nullptr) {  // relaxed: only a misuse check (see wait_general)
       joiner_.store(home_, std::memory_order_relaxed);  // relaxed: as above
       std::uint32_t ran_here = 0;
-      if (auto mine = home_deque_->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
-        (*mine)->handler(*mine, detail::work_action::run_joined);
-        ran_here = 1;
+      // relaxed: this thread's own count (see outstanding)
+      if (spawned_at_home_.load(std::memory_order_relaxed) != home_counted_) {
+        if (auto mine = home_deque_->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
+          (*mine)->handler(*mine, detail::work_action::run_joined);
+          ran_here = 1;
+        }
       }
       // acquire: pairs with child_done, as join's loads
       if (outstanding(unfinished_.load(std::memory_order_acquire), ran_here) == 0) {
