@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
-#include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -35,6 +34,7 @@ struct heap;
 struct alignas(64) slab_header {
   heap* owner;
   std::size_t class_index;
+  std::size_t free_blocks = 0;  // the owner's scratch count while it trims; zero otherwise
 };
 
 // heap is one thread's pool. Fields the owner writes on every allocation and fields other
@@ -125,43 +125,40 @@ std::size_t first_block(std::size_t index) noexcept {
 }
 
 // trim frees the owner's slabs whose every block is on its free lists; owner thread only.
+// Two walks of each free list, counting in the slab headers (zero between trims): no
+// allocation, no hashing — an exiting worker may hold a million free blocks.
 std::size_t trim(heap& owner) noexcept {
   std::size_t released = 0;
-  try {
-    for (std::size_t index = 0; index < class_sizes.size(); ++index) {
-      free_block* free = owner.local[index];
-      // acquire: pairs with the release CAS in deallocate, as refill's exchange
-      for (free_block* back = owner.returned[index].exchange(nullptr, std::memory_order_acquire); back != nullptr;) {
-        free_block* next = back->next;
-        back->next = free;
-        free = back;
-        back = next;
-      }
-      owner.local[index] = free;  // whole again before anything here can throw
-      std::unordered_map<slab_header*, std::size_t> free_in;
-      for (free_block* each = free; each != nullptr; each = each->next) ++free_in[slab_of(each)];
-      const std::size_t whole = slab_size / class_sizes[index] - first_block(index);
-      free_block* kept = nullptr;
-      while (free != nullptr) {
-        free_block* next = free->next;
-        if (free_in.find(slab_of(free))->second != whole) {
-          free->next = kept;
-          kept = free;
-        }
-        free = next;
-      }
-      owner.local[index] = kept;
-      for (const auto& [slab, count] : free_in) {
-        if (count != whole) continue;
+  for (std::size_t index = 0; index < class_sizes.size(); ++index) {
+    free_block* free = owner.local[index];
+    // acquire: pairs with the release CAS in deallocate, as refill's exchange
+    for (free_block* back = owner.returned[index].exchange(nullptr, std::memory_order_acquire); back != nullptr;) {
+      free_block* next = back->next;
+      back->next = free;
+      free = back;
+      back = next;
+    }
+    for (free_block* each = free; each != nullptr; each = each->next) ++slab_of(each)->free_blocks;
+    const std::size_t whole = slab_size / class_sizes[index] - first_block(index);
+    free_block* kept = nullptr;
+    while (free != nullptr) {
+      free_block* next = free->next;
+      slab_header* slab = slab_of(free);
+      if (slab->free_blocks < whole) {
+        --slab->free_blocks;  // back to zero after the slab's last free block, as trim found it
+        free->next = kept;
+        kept = free;
+      } else if (++slab->free_blocks == 2 * whole) {
+        // Every block of the slab is free; counting on from `whole`, this was the last of
+        // them on the list (the others are passed, their links read): free the slab.
         MAGPIE_UNPOISON(slab, slab_size);
         std::free(slab);
         --owner.slabs;
         released += slab_size;
       }
+      free = next;
     }
-  } catch (const std::bad_alloc&) {
-    // No memory for the count: this class keeps its slabs (its list is whole: nothing
-    // after the count allocates).
+    owner.local[index] = kept;
   }
   return released;
 }
