@@ -1,6 +1,8 @@
 // Named threads: user-owned threads (game, render, …) that drain their own FIFO queues.
 #include "scheduler_impl.h"
 
+#include <magpie/detail/thread_tag.h>
+
 #include <magpie/diagnostics.h>
 
 #include <string>
@@ -106,6 +108,7 @@ void scheduler::attach(named_thread thread) {
   context.owner = impl_.get();
   context.facade = this;
   context.named = static_cast<int>(thread.index());
+  detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
   // release: a thief that sees the bit also sees the deque's new owner binding
   impl_->named_deques_in_use.fetch_or(std::uint32_t{1} << thread.index(), std::memory_order_release);
@@ -116,6 +119,7 @@ void scheduler::detach() {
   if (context.owner != impl_.get() || context.named < 0) return;
   impl_->named[static_cast<std::size_t>(context.named)].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
+  detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
   if (context.running == 0) {
     context.owner = nullptr;
     context.facade = nullptr;

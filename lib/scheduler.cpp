@@ -2,6 +2,8 @@
 // Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
 #include "scheduler_impl.h"
 
+#include <magpie/detail/thread_tag.h>
+
 #include <magpie/diagnostics.h>
 
 #include <bit>
@@ -184,6 +186,7 @@ void scheduler::impl::run_worker(worker& self) {
   context.owner = this;
   context.facade = &facade;
   context.self = &self;
+  detail::renew_own_deque_generation();
   worker_info info{self.index, self.kind, self.standby};
   if (options.on_worker_start) options.on_worker_start(info);
 

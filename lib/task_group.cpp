@@ -24,6 +24,12 @@ thread_local int foreign_depth = 0;
 }  // namespace
 
 constinit thread_local char detail::thread_tag = 0;
+constinit thread_local std::uint64_t detail::own_deque_generation = 0;
+
+void detail::renew_own_deque_generation() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
+}
 
 task_group::task_group() : home_(detail::this_thread_tag()) {
   // What scheduler_for_free_functions() picks (a task's or attached thread's scheduler is
@@ -39,6 +45,8 @@ task_group::task_group(scheduler& owner)
 }
 
 void task_group::remember_home(const thread_context& context) noexcept {
+  home_generation_ = detail::own_deque_generation;
+  if (home_generation_ == 0) return;  // no deque of its own yet: the general paths look each time
   home_deque_ = owner_->own_deque(context);
   if (home_deque_ != nullptr && context.self == nullptr) home_accepting_ = &owner_->accepting;
   wakes_workers_ = !owner_->workers.empty();
@@ -158,7 +166,7 @@ bool task_group::help(int joiner_depth) noexcept {
 }
 
 void task_group::join(std::uint32_t ran_here) noexcept {
-  auto* own = is_home() ? home_deque_ : owner_->own_deque(this_thread_context());
+  auto* own = owner_->own_deque(this_thread_context());
   int spins = 0;
   // ran_here counts own children this thread ran and has not yet taken off the count: it
   // subtracts them in one go (before sleeping, or at the end), not one read-modify-write each.

@@ -113,6 +113,65 @@ TEST_CASE("task_group: on a thread with its own deque, a child the joiner runs i
   pool.detach();
 }
 
+TEST_CASE("task_group: a group outlives its thread's detach; the deque's next owner is left alone") {
+  // The group remembers its thread's deque; after a detach it must stop using it, or two
+  // threads would push and pop one deque (the debug build reports a non-owner).
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::atomic<int> step{0};
+  auto wait_for_step = [&](int wanted) {
+    while (step.load() != wanted) std::this_thread::yield();
+  };
+  int ran = 0;
+  int ran_on_new_owner = 0;
+  std::thread first([&] {
+    pool.attach(named_thread::game);
+    task_group group(pool);
+    pool.detach();
+    step = 1;
+    wait_for_step(2);  // the other thread now owns the game thread's deque
+    group.run([&] { ++ran; });
+    group.wait();
+    step = 3;
+  });
+  std::thread second([&] {
+    wait_for_step(1);
+    pool.attach(named_thread::game);
+    step = 2;
+    wait_for_step(3);
+    task_group mine(pool);
+    mine.run([&] { ++ran_on_new_owner; });
+    mine.wait();
+    pool.detach();
+  });
+  first.join();
+  second.join();
+  CHECK(ran == 1);
+  CHECK(ran_on_new_owner == 1);
+  CHECK(recorder.count() == 0);
+}
+
+TEST_CASE("task_group: a group made before its thread attaches joins its children after") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::thread attached([&] {
+    task_group group(pool);
+    pool.attach(named_thread::game);  // spawns now go to the thread's deque: the join must find them
+    int ran = 0;
+    for (int round = 0; round < 3; ++round) {
+      group.run([&] {
+        ++ran;
+        group.run([&] { ++ran; });
+      });
+      group.wait();
+    }
+    CHECK(ran == 6);
+    pool.detach();
+  });
+  attached.join();
+}
+
 TEST_CASE("task_group: the first small child after each join lives in the group, the rest in the pool") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));

@@ -109,8 +109,7 @@ class task_group {
     // The common shape first, inline (fib's): the home thread joins its one child, still
     // on top of its deque. Anything else — a stolen child, more children, another
     // thread, misuse — takes the general path.
-    if (detail::this_thread_tag() == home_ && home_deque_ != nullptr &&
-        joiner_.load(std::memory_order_relaxed) == nullptr) {  // relaxed: only a misuse check (see wait_general)
+    if (on_home_deque() && joiner_.load(std::memory_order_relaxed) == nullptr) {  // relaxed: only a misuse check (see wait_general)
       joiner_.store(home_, std::memory_order_relaxed);  // relaxed: as above
       std::uint32_t ran_here = 0;
       // relaxed: this thread's own count (see outstanding)
@@ -189,7 +188,7 @@ class task_group {
   // spawn queues a counted child: inline, the home thread's normal-priority push onto its
   // own deque; anything else out of line.
   void spawn(detail::group_child_base* child, priority at, bool home) {
-    if (home && at == priority::normal && home_deque_ != nullptr &&
+    if (home && at == priority::normal && on_home_deque() &&
         (home_accepting_ == nullptr || home_accepting_->load(std::memory_order_acquire))) {  // acquire: as schedule's check
       // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
       spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -209,6 +208,13 @@ class task_group {
   void remember_home(const thread_context& context) noexcept;
   void wake_workers() noexcept;
   bool is_home() const noexcept { return detail::this_thread_tag() == home_; }
+  // on_home_deque says whether the calling thread is the home thread and still owns the
+  // deque the group remembered (not detached, or re-attached, since; not a new thread that
+  // took a dead home thread's tag).
+  bool on_home_deque() const noexcept {
+    return home_deque_ != nullptr && detail::this_thread_tag() == home_ &&
+           detail::own_deque_generation == home_generation_;
+  }
   // releases_memory says whether a finished child's block goes back to the pool.
   bool releases_memory(const void* child) const noexcept { return child != inline_child_; }
   bool run_private_children() noexcept;
@@ -241,8 +247,10 @@ class task_group {
   scheduler::impl* owner_;
   const void* home_;  // the creating thread's tag (detail::this_thread_tag)
   // The creating thread's own deque (a worker's or an attached named thread's), else
-  // nullptr; fixed for the thread's life, so read once here rather than per spawn.
+  // nullptr: read once here rather than per spawn, and used only while the thread's
+  // own_deque_generation still matches (an attached thread may detach).
   detail::work_stealing_deque<detail::work_item*>* home_deque_ = nullptr;
+  std::uint64_t home_generation_ = 0;
   // An attached thread's pushes wait for the scheduler to accept outside work; a worker's
   // need no check (nullptr).
   const std::atomic<bool>* home_accepting_ = nullptr;
@@ -255,7 +263,7 @@ class task_group {
   // Children nobody but the joiner can run (no workers, no deque of our own): a stack the
   // joiner takes whole, so its children run newest first without a queue in between.
   std::atomic<detail::group_child_base*> private_children_{nullptr};
-  std::atomic<const void*> joiner_{nullptr};  // the context of the thread inside wait(), if any
+  std::atomic<const void*> joiner_{nullptr};  // the tag of the thread inside wait(), if any
   std::atomic<bool> failed_{false};
   std::exception_ptr first_exception_;
   // The inline slot: taken by the home thread's run(), free again once a join has run
