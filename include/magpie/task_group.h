@@ -16,7 +16,9 @@
 // group), else a pooled block. run() pushes it onto the calling worker's deque (newest
 // first for the owner, oldest first for thieves), so the joining thread finds its own
 // children on top of its deque and runs them cache-hot, while thieves take the oldest —
-// the biggest — pieces of work.
+// the biggest — pieces of work. The group remembers its creating thread's deque, so that
+// thread's run() and wait() are inline code that looks nothing up (used only while the
+// thread keeps that deque: a detach makes the group take the general paths).
 //
 // While children it spawned are stolen, the joining thread runs other work only within a
 // bound on nesting (64 levels), then spins and sleeps. From a thread that is not a worker
