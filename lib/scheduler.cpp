@@ -158,15 +158,18 @@ void scheduler::impl::execute(work_item* item, worker* self) {
     return;
   }
   thread_context& context = this_thread_context();
-  impl* outer_scheduler = context.owner;
-  scheduler* outer_facade = context.facade;
+  const thread_context outer = context;
+  if (context.owner != this) {
+    // Another scheduler's worker or named thread helping here: its deque is not ours, so
+    // the item must not see it (launches and task_groups inside would push onto it).
+    context.self = nullptr;
+    context.named = -1;
+  }
   context.owner = this;
   context.facade = &facade;
   ++context.running;
   item->handler(item, detail::work_action::run);
-  --context.running;
-  context.owner = outer_scheduler;
-  context.facade = outer_facade;
+  context = outer;
 }
 
 void scheduler::impl::park_state_change(std::int64_t parked_delta) {

@@ -172,6 +172,39 @@ TEST_CASE("task_group: a group made before its thread attaches joins its childre
   attached.join();
 }
 
+TEST_CASE("task_group: a thread attached to one scheduler runs another's children without taking its deque") {
+  // The game thread of `ours` joins a group of `theirs` and runs the children itself; a
+  // group made inside one must not take `theirs`' game-thread deque, which another thread owns.
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler ours(test::options_with(0));
+  scheduler theirs(test::options_with(0));
+  std::atomic<bool> theirs_attached{false};
+  std::atomic<bool> done{false};
+  std::thread their_game([&] {
+    theirs.attach(named_thread::game);
+    theirs_attached = true;
+    while (!done.load()) std::this_thread::yield();
+    theirs.detach();
+  });
+  while (!theirs_attached.load()) std::this_thread::yield();
+  ours.attach(named_thread::game);
+  int ran = 0;
+  task_group outer(theirs);
+  outer.run([&] {
+    task_group inner;  // theirs, from the running child
+    inner.run([&] { ++ran; });
+    inner.wait();
+    ++ran;
+  });
+  outer.wait();
+  ours.detach();
+  done = true;
+  their_game.join();
+  CHECK(ran == 2);
+  CHECK(recorder.count() == 0);
+}
+
 TEST_CASE("task_group: the first small child after each join lives in the group, the rest in the pool") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));
