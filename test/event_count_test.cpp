@@ -81,6 +81,63 @@ TEST_CASE("event_count: a notify with no announced waiter is not remembered") {
   CHECK(events.waiters() == 0);
 }
 
+TEST_CASE("event_count: a notify while every waiter has a wake-up coming grants nothing more") {
+  event_count<> events;
+  auto key = events.prepare_wait();
+  CHECK(events.notify_one());
+  CHECK_FALSE(events.notify_one());  // the woken worker is not running yet: no second futex call
+  CHECK_FALSE(events.notify_all());
+  CHECK(events.signals() == 1);
+  events.commit_wait(key);
+  CHECK(events.waiters() == 0);
+  CHECK(events.signals() == 0);
+}
+
+TEST_CASE("event_count: notify_all grants one wake-up to each announced waiter") {
+  event_count<> events;
+  auto first = events.prepare_wait();
+  auto second = events.prepare_wait();
+  auto third = events.prepare_wait();
+  CHECK(events.notify_all());
+  CHECK(events.signals() == 3);
+  events.commit_wait(first);
+  events.commit_wait(second);
+  events.commit_wait(third);
+  CHECK(events.waiters() == 0);
+  CHECK(events.signals() == 0);
+}
+
+TEST_CASE("event_count: a waiter that cancels after being signalled takes its signal with it") {
+  event_count<> events;
+  (void)events.prepare_wait();
+  CHECK(events.notify_one());
+  events.cancel_wait();
+  CHECK(events.signals() == 0);
+  auto key = events.prepare_wait();
+  CHECK_FALSE(events.commit_wait_for(key, std::chrono::milliseconds(5)));  // no stale wake-up
+}
+
+TEST_CASE("event_count: a cancel leaves the signal to a waiter it may belong to") {
+  event_count<> events;
+  auto sleeper = events.prepare_wait();
+  (void)events.prepare_wait();
+  CHECK(events.notify_one());
+  events.cancel_wait();  // two waiters, one signal: it may be the sleeper's
+  CHECK(events.waiters() == 1);
+  CHECK(events.signals() == 1);
+  events.commit_wait(sleeper);  // must return: the watchdog names this test if it blocks
+  CHECK(events.waiters() == 0);
+}
+
+TEST_CASE("event_count: a timed wait that times out holding a signal reports it") {
+  event_count<> events;
+  auto key = events.prepare_wait();
+  CHECK(events.notify_one());
+  CHECK(events.commit_wait_for(key, std::chrono::nanoseconds(0)));
+  CHECK(events.signals() == 0);
+  CHECK(events.waiters() == 0);
+}
+
 TEST_CASE("event_count: commit_wait_for returns true when another thread notifies") {
   event_count<> events;
   std::atomic<int> armed{0};

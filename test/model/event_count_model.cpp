@@ -52,7 +52,13 @@ struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
     }
   }
 
-  void after() { RL_ASSERT(tickets.load(std::memory_order::relaxed) == 0); }
+  void after() {
+    RL_ASSERT(tickets.load(std::memory_order::relaxed) == 0);
+    // Every announcement ended and took its wake-up (if any) with it: a signal left over
+    // would wake the next waiter for nothing, and one taken twice would strand a sleeper.
+    RL_ASSERT(events.waiters() == 0);
+    RL_ASSERT(events.signals() == 0);
+  }
 };
 
 }  // namespace magpie::model
