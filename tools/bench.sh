@@ -6,6 +6,9 @@
 #   tools/bench.sh            full sizes, 5 timed runs each (medians)
 #   tools/bench.sh --quick    smaller sizes, 5 runs: about a minute on 2 cores
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
+#   tools/bench.sh --sweep --only fork_join   every fork-join size DESIGN §7 names (fib 30–35,
+#                                        skynet 10^6–10^8, nqueens 12–14, matmul 512–2048), 3 runs
+#                                        each; a size predicted to run over 4 s is skipped
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
 #   tools/bench.sh --only graph          only the named workload folders (repeatable)
@@ -19,23 +22,26 @@ tools/install-deps.sh bench
 
 repetitions=5
 min_time=0.2
-harness_flags=(--runs 5)
+runs=5
+size_flag=()      # --quick or --sweep
+thread_flags=()
 taskflow_dir=${TASKFLOW_DIR:-}
 only=()
 micro=1
 baseline=
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) repetitions=1; min_time=0.05; harness_flags=(--runs 5 --quick); shift ;;
+    --quick) repetitions=1; min_time=0.05; size_flag=(--quick); shift ;;
     --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
                 taskflow_dir=$(realpath "$2"); shift 2 ;;
-    --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do harness_flags+=(--threads "$1"); shift; done ;;
+    --sweep) runs=3; size_flag=(--sweep); shift ;;
+    --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do thread_flags+=(--threads "$1"); shift; done ;;
     --only) [ $# -ge 2 ] || { echo "$0: --only needs a workload" >&2; exit 2; }
             only+=("$2"); shift 2 ;;
     --no-micro) micro=0; shift ;;
     --baseline) [ $# -ge 2 ] || { echo "$0: --baseline needs a file" >&2; exit 2; }
                 baseline=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: $0 [--quick] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--baseline FILE]" >&2
+    *) echo "usage: $0 [--quick | --sweep] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--baseline FILE]" >&2
        exit 2 ;;
   esac
 done
@@ -72,7 +78,7 @@ for workload in "${workloads[@]}"; do
     [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
     [ -x "$binary" ] || continue
     echo "=== $workload ($system)"
-    "$binary" "${harness_flags[@]}" --json "$run_json" --git "$git"
+    "$binary" --runs "$runs" "${size_flag[@]}" "${thread_flags[@]}" --json "$run_json" --git "$git"
   done
 done
 echo

@@ -64,12 +64,17 @@ def main():
     if not rows:
         print("no measurements")
         return 1
-    # Keep each workload's rows together (1 thread, then more), in the order workloads ran.
-    order = []
+    # Keep each workload's rows together, in the order workloads ran; within one, its sizes
+    # in the order first seen (a size only some systems ran stays with the others), each
+    # at 1 thread, then more.
+    workloads, params = [], {}
     for workload, param, _ in rows:
-        if (workload, param) not in order:
-            order.append((workload, param))
-    keys = sorted(rows, key=lambda key: (order.index(key[:2]), key[2]))
+        if workload not in params:
+            workloads.append(workload)
+            params[workload] = []
+        if param not in params[workload]:
+            params[workload].append(param)
+    keys = sorted(rows, key=lambda key: (workloads.index(key[0]), params[key[0]].index(key[1]), key[2]))
     peers = ordered_peers(rows)
     header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>10}"
     header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + ("" if args.memory else "  speedup")

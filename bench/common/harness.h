@@ -30,6 +30,8 @@ struct options {
   std::vector<unsigned> threads;  // "N threads" = N − 1 workers + the calling thread
   int runs = 5;
   bool quick = false;
+  bool sweep = false;         // every size DESIGN §7 names (fork_join), not one per workload
+  double sweep_cap_s = 4.0;   // in a sweep, skip a size whose predicted run takes longer
   std::string json_path;
   std::string git = "unknown";
 };
@@ -52,6 +54,10 @@ inline options parse(int argc, char** argv, const std::string& description) {
   app.add_option("--threads", chosen.threads, "thread counts (default: 1 and all hardware threads)");
   app.add_option("--runs", chosen.runs, "timed runs after >= 50 ms of warm-up (median reported)")->check(CLI::PositiveNumber);
   app.add_flag("--quick", chosen.quick, "smaller sizes, for the README's main job");
+  app.add_flag("--sweep", chosen.sweep, "every size DESIGN §7 names (fork_join; other workloads ignore it)");
+  app.add_option("--sweep-cap", chosen.sweep_cap_s,
+                 "in a sweep, skip a size whose run is predicted (from the size before) to take longer, seconds")
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", chosen.json_path, "append one JSON line per measurement to this file");
   app.add_option("--git", chosen.git, "commit being measured, recorded in the JSON");
   try {
