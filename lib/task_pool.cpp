@@ -21,7 +21,9 @@ namespace magpie::detail::task_pool {
 namespace {
 
 constexpr std::size_t slab_size = 64 * 1024;
-constexpr std::array<std::size_t, 4> class_sizes = {64, 128, 256, 512};
+// Multiples of 64 only, so that every block is cache-line aligned (the slab header takes
+// the first 64 bytes); 192 holds a task with one prerequisite edge in its own block.
+constexpr std::array<std::size_t, 6> class_sizes = {64, 128, 192, 256, 384, 512};
 
 struct free_block {
   free_block* next;

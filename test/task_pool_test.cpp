@@ -19,7 +19,7 @@ TEST_SUITE("task_pool") {
 
 TEST_CASE("task_pool: blocks are distinct, 64-byte aligned and writable, and come back for reuse") {
   std::int64_t before = pool::live_blocks();
-  for (std::size_t size : {1u, 48u, 64u, 100u, 200u, 512u}) {
+  for (std::size_t size : {1u, 48u, 64u, 100u, 150u, 200u, 300u, 512u}) {
     CAPTURE(size);
     std::vector<void*> blocks;
     std::set<void*> distinct;

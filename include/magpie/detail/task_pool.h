@@ -4,7 +4,7 @@
 //   void* memory = task_pool::allocate(sizeof(my_task));   // any thread
 //   task_pool::deallocate(memory, sizeof(my_task));        // any thread, same size
 //
-// Blocks come in four size classes (64, 128, 256, 512 bytes); larger requests go to
+// Blocks come in six size classes (64, 128, 192, 256, 384, 512 bytes); larger requests go to
 // operator new. Blocks are carved from 64 KiB slabs owned by one thread's heap. Freeing
 // on the owning thread is a plain push onto a thread-local list; freeing on another
 // thread pushes onto the owner's lock-free "returned" stack, which the owner takes back
