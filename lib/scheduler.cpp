@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <string>
+#include <utility>
 
 namespace magpie {
 
@@ -194,8 +195,12 @@ void scheduler::impl::run_worker(worker& self) {
   if (options.on_worker_start) options.on_worker_start(info);
 
   detail::event_count<>& wake = self.kind == worker_kind::foreground ? foreground_wake : background_wake;
+  bool woken = false;  // returned from a wait on `wake` and has not looked for work since
   for (;;) {
     if (self.standby && !wanted_standby(self)) {
+      // The wake-up this thread took (notify_one's are anyone's) may be all that stands for
+      // new work: hand it on to a worker before parking as a standby.
+      if (std::exchange(woken, false)) wake.notify_one();
       detail::event_count<>& standby_wake = standby[index_of(self.kind)].wake;
       auto key = standby_wake.prepare_wait();
       if (stopping.load(std::memory_order_acquire)) {  // acquire: pairs with shutdown's release
@@ -212,6 +217,7 @@ void scheduler::impl::run_worker(worker& self) {
       continue;
     }
 
+    woken = false;
     work_item* item = find_work(&self);
     if (item == nullptr && options.spin_for.count() > 0) {
       // Each look reads the other threads' deque ends, which costs their next push or pop a
@@ -242,6 +248,7 @@ void scheduler::impl::run_worker(worker& self) {
     }
     park_state_change(+1);
     wake.commit_wait(key);
+    woken = true;
     park_state_change(-1);
   }
 

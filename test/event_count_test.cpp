@@ -86,23 +86,33 @@ TEST_CASE("event_count: a notify while every waiter has a wake-up coming grants 
   auto key = events.prepare_wait();
   CHECK(events.notify_one());
   CHECK_FALSE(events.notify_one());  // the woken worker is not running yet: no second futex call
-  CHECK_FALSE(events.notify_all());
   CHECK(events.signals() == 1);
   events.commit_wait(key);
   CHECK(events.waiters() == 0);
   CHECK(events.signals() == 0);
 }
 
-TEST_CASE("event_count: notify_all grants one wake-up to each announced waiter") {
+TEST_CASE("event_count: notify_all wakes each waiter announced before it, and no later one") {
   event_count<> events;
   auto first = events.prepare_wait();
   auto second = events.prepare_wait();
-  auto third = events.prepare_wait();
   CHECK(events.notify_all());
-  CHECK(events.signals() == 3);
-  events.commit_wait(first);
-  events.commit_wait(second);
-  events.commit_wait(third);
+  CHECK(events.signals() == 0);  // a broadcast, not wake-ups a later waiter could take
+  auto late = events.prepare_wait();
+  CHECK_FALSE(events.commit_wait_for(late, std::chrono::milliseconds(5)));
+  events.commit_wait(first);  // must return: the watchdog names this test if it blocks
+  CHECK(events.commit_wait_for(second, std::chrono::minutes(10)));
+  CHECK(events.waiters() == 0);
+}
+
+TEST_CASE("event_count: a notify_one wake-up is left for the waiter a notify_all already woke") {
+  event_count<> events;
+  auto woken_by_broadcast = events.prepare_wait();
+  CHECK(events.notify_all());
+  auto late = events.prepare_wait();
+  CHECK(events.notify_one());
+  events.commit_wait(late);                // takes the signal
+  events.commit_wait(woken_by_broadcast);  // leaves on the broadcast
   CHECK(events.waiters() == 0);
   CHECK(events.signals() == 0);
 }

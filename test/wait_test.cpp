@@ -215,6 +215,40 @@ TEST_CASE("wait: a named thread waiting on a task bound to it runs it itself") {
   pool.detach();
 }
 
+TEST_CASE("wait: a task's named thread is woken to run it while another thread waits for it too") {
+  // Both wait on one event count with different conditions: "ready, and mine to run" for
+  // the game thread, "completed" for the other. Once a wake-up meant for the game thread
+  // could be taken by the other waiter, leaving the game thread asleep beside a task only it
+  // may run (found in review; here it hung within a few rounds). A hang trips the watchdog.
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  for (int round = 0; round < 30; ++round) {
+    CAPTURE(round);
+    task_event gate("gate", pool);
+    task<> bound = pool.launch("bound", [] {}, gate, on_thread(named_thread::game));
+    std::atomic<bool> attached{false};
+    std::atomic<bool> stop{false};
+    std::thread game([&] {
+      pool.attach(named_thread::game);
+      attached.store(true, std::memory_order_release);  // release: pairs with the acquire below
+      bound.wait();  // blocks: the task is locked until the gate opens
+      pool.detach();
+    });
+    while (!attached.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release above
+    std::thread other([&] {
+      while (!stop.load(std::memory_order_relaxed) && !bound.is_completed()) {  // relaxed: only ends the loop
+        bound.wait(std::chrono::microseconds(30));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    gate.trigger();
+    game.join();
+    stop.store(true, std::memory_order_relaxed);  // relaxed: as above
+    other.join();
+    CHECK(bound.is_completed());
+  }
+}
+
 TEST_CASE("wait stress: many threads wait on random tasks of a random graph" * doctest::test_suite("stress")) {
   std::uint64_t seed = std::random_device{}();
   if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);

@@ -7,6 +7,11 @@
 // count's own fences must carry the Dekker ordering, as they do for the scheduler, whose
 // deque pushes are release stores.
 //
+// A second model wakes with notify_all only, waiters waiting for different things: P sets
+// x and broadcasts; X waits for x, then sets y and broadcasts; Y waits for y. Y may announce
+// itself after P's broadcast and before X leaves: it must not take X's wake-up. (A version
+// whose notify_all granted signals that any waiter could take deadlocked here at once.)
+//
 // Mutant (run with --mutant=seq_cst_to_acq_rel, must fail): with the fences weakened to
 // acq_rel, the producer can miss the waiter's announcement while the waiter misses the
 // ticket (store buffering) — the lost wake-up.
@@ -61,8 +66,48 @@ struct event_count_model : rl::test_suite<event_count_model<W>, 3> {
   }
 };
 
+template <weakening W>
+struct event_count_broadcast_model : rl::test_suite<event_count_broadcast_model<W>, 3> {
+  using atomics = relacy_atomics<W>;
+  detail::event_count<atomics> events;
+  typename atomics::template atomic<int> x{0};
+  typename atomics::template atomic<int> y{0};
+
+  void wait_until_set(typename atomics::template atomic<int>& flag) {
+    for (;;) {
+      if (flag.load(std::memory_order::acquire) != 0) return;
+      auto key = events.prepare_wait();
+      if (flag.load(std::memory_order::acquire) != 0) {
+        events.cancel_wait();
+        return;
+      }
+      events.commit_wait(key);
+    }
+  }
+
+  void thread(unsigned index) {
+    if (index == 0) {
+      x.store(1, std::memory_order::release);
+      events.notify_all();
+    } else if (index == 1) {
+      wait_until_set(x);
+      y.store(1, std::memory_order::release);
+      events.notify_all();
+    } else {
+      wait_until_set(y);
+    }
+  }
+
+  void after() {
+    RL_ASSERT(events.waiters() == 0);
+    RL_ASSERT(events.signals() == 0);
+  }
+};
+
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  return magpie::model::model_main<magpie::model::event_count_model>(argc, argv, "event_count");
+  using namespace magpie::model;
+  if (int failed = model_main<event_count_model>(argc, argv, "event_count")) return failed;
+  return model_main<event_count_broadcast_model>(argc, argv, "event_count broadcast");
 }

@@ -16,13 +16,20 @@
 // loads the count (Dekker with fences on both sides): either the notifier sees the waiter
 // and grants it a wake-up, or the waiter's re-check sees the work.
 //
-// Wake-ups are counted. A notify grants one (a "signal") only while some announced waiter
-// has none coming, and each waiter takes one on its way out. So a burst of launches while
-// a woken worker is still getting onto a CPU costs one futex call, not one per launch —
-// the waiter counts as announced until it runs, and each notify used to wake it again.
-// A waiter that cancels takes a signal only when every waiter holds one (then one of them
-// is surely its own); otherwise the signal stays for a waiter still on its way out. Either
-// way signals never outnumber waiters, and none is left behind when the last one goes.
+// notify_one's wake-ups are counted. It grants one (a "signal") only while some announced
+// waiter has none coming, and each waiter takes one on its way out. So a burst of launches
+// while a woken worker is still getting onto a CPU costs one futex call, not one per
+// launch — the waiter counts as announced until it runs, and each notify used to wake it
+// again. A waiter that cancels takes a signal only when every waiter holds one (then one of
+// them is surely its own); otherwise the signal stays for a waiter still on its way out.
+// Either way signals never outnumber waiters, and none is left behind when the last goes.
+// Signals are anyone's to take, so notify_one suits only event counts whose waiters all
+// wait for the same thing (idle workers: any work).
+//
+// notify_all grants no signals: it advances a broadcast count, and every waiter whose key
+// predates it leaves. A waiter arriving later cannot take its place, so waiters of one
+// event count may wait for different things (tasks sharing a slot of waiters_of, standby
+// workers of different ranks) as long as they are woken with notify_all.
 //
 // Sleepers block on the epoch, a futex word that every grant advances. It lives in the
 // event count, never on a waiter's stack (RELIABILITY.md §3.4), so a notifier may touch it
@@ -53,93 +60,107 @@ class event_count {
   static std::uint64_t signals_in(std::uint64_t state) noexcept { return state >> 32; }
 
  public:
-  // key is the epoch a waiter announced itself in.
-  using key = std::uint32_t;
+  // key is what a waiter saw when it announced itself.
+  struct key {
+    std::uint32_t epoch;       // the futex word, to sleep on
+    std::uint32_t broadcasts;  // notify_all calls so far
+  };
 
   // prepare_wait announces the calling thread as a waiter. Re-check the condition after
   // it, then call commit_wait or cancel_wait exactly once.
   key prepare_wait() noexcept {
     state_.fetch_add(one_waiter, std::memory_order_relaxed);  // relaxed: ordered by the fence below
-    // Dekker with notify(): the increment above is globally visible before the caller's
-    // re-check of its condition.
+    // Dekker with the notifiers: the increment above is globally visible before the
+    // caller's re-check of its condition.
     Atomics::fence_seq_cst();
-    return epoch_.load(std::memory_order_acquire);  // acquire: pairs with notify's release increment
+    key announced{};
+    announced.broadcasts = broadcasts_.load(std::memory_order_acquire);  // acquire: pairs with notify_all's release increment
+    announced.epoch = epoch_.load(std::memory_order_acquire);  // acquire: pairs with the notifiers' release increments
+    return announced;
   }
 
   // cancel_wait withdraws an announcement whose re-check found work.
   void cancel_wait() noexcept { (void)withdraw(); }
 
-  // commit_wait sleeps until this waiter takes a signal granted after its prepare_wait.
+  // commit_wait sleeps until this waiter takes a signal, or a notify_all comes after its
+  // prepare_wait.
   void commit_wait(key announced) noexcept {
-    while (!take_signal()) {
-      Atomics::wait(epoch_, announced);  // returns at once if a grant advanced the epoch since
-      announced = epoch_.load(std::memory_order_acquire);  // acquire: pairs with notify's release increment
+    while (!woken(announced)) {
+      Atomics::wait(epoch_, announced.epoch);  // returns at once if a notify advanced the epoch since
+      announced.epoch = epoch_.load(std::memory_order_acquire);  // acquire: as in prepare_wait
     }
   }
 
   // commit_wait_for is commit_wait bounded by `timeout`; it returns false on time-out.
   bool commit_wait_for(key announced, std::chrono::nanoseconds timeout) noexcept {
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!take_signal()) {
+    while (!woken(announced)) {
       auto left = deadline - std::chrono::steady_clock::now();
       if (left <= std::chrono::nanoseconds::zero() ||
-          !Atomics::wait_for(epoch_, announced, std::chrono::nanoseconds(left).count())) {
-        return withdraw();  // a signal granted just now is still taken, and reported
+          !Atomics::wait_for(epoch_, announced.epoch, std::chrono::nanoseconds(left).count())) {
+        // A signal granted just now is still taken (and reported), as is a broadcast.
+        return withdraw() || broadcasts_.load(std::memory_order_acquire) != announced.broadcasts;  // acquire: as in prepare_wait
       }
-      announced = epoch_.load(std::memory_order_acquire);  // acquire: as in commit_wait
+      announced.epoch = epoch_.load(std::memory_order_acquire);  // acquire: as in prepare_wait
     }
     return true;
   }
 
   // notify_one grants a wake-up to one announced waiter that has none coming, and says
-  // whether there was one. Waiters that announced but have not gone to sleep yet also
-  // return (spuriously).
-  bool notify_one() noexcept { return notify(false); }
+  // whether there was one. Any announced waiter may take it (see above). Waiters that
+  // announced but have not gone to sleep yet also return (spuriously).
+  bool notify_one() noexcept {
+    // Dekker with prepare_wait(): the caller's publication of work is globally visible
+    // before we read the waiter count.
+    Atomics::fence_seq_cst();
+    std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
+    do {
+      // Nobody waits, or every waiter already has a wake-up coming: nothing to do.
+      if (signals_in(seen) == waiters_in(seen)) return false;
+    // release: pairs with take_signal's acquire, so the woken waiter also sees the work;
+    // relaxed on failure: we only retry
+    } while (!state_.compare_exchange_weak(seen, seen + one_signal, std::memory_order_release,
+                                           std::memory_order_relaxed));
+    epoch_.fetch_add(1, std::memory_order_release);  // release: a sleeper that reads the new epoch sees the grant
+    Atomics::wake_one(epoch_);
+    return true;
+  }
 
-  // notify_all grants a wake-up to every waiter announced before this call, and says
-  // whether some waiter had none coming.
-  bool notify_all() noexcept { return notify(true); }
+  // notify_all wakes every waiter announced before this call, and says whether there was one.
+  bool notify_all() noexcept {
+    Atomics::fence_seq_cst();  // Dekker with prepare_wait(), as in notify_one
+    if (waiters_in(state_.load(std::memory_order_relaxed)) == 0) return false;  // relaxed: ordered by the fence above
+    broadcasts_.fetch_add(1, std::memory_order_release);  // release: pairs with the waiters' acquire loads
+    epoch_.fetch_add(1, std::memory_order_release);  // release: a sleeper that reads the new epoch sees the broadcast
+    Atomics::wake_all(epoch_);
+    return true;
+  }
 
   // waiters is the number of threads between prepare_wait and the end of their wait.
   std::uint32_t waiters() const noexcept {
     return static_cast<std::uint32_t>(waiters_in(state_.load(std::memory_order_relaxed)));  // relaxed: a statistic for tests and tracing
   }
 
-  // signals is the number of wake-ups granted and not yet taken.
+  // signals is the number of notify_one wake-ups granted and not yet taken.
   std::uint32_t signals() const noexcept {
     return static_cast<std::uint32_t>(signals_in(state_.load(std::memory_order_relaxed)));  // relaxed: a statistic for tests
   }
 
  private:
-  bool notify(bool everyone) noexcept {
-    // Dekker with prepare_wait(): the caller's publication of work is globally visible
-    // before we read the waiter count.
-    Atomics::fence_seq_cst();
-    std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
-    std::uint64_t granted = 0;
-    do {
-      std::uint64_t waiters = waiters_in(seen);
-      // Nobody waits, or every waiter already has a wake-up coming: nothing to do.
-      if (signals_in(seen) == waiters) return false;
-      granted = everyone ? (waiters << 32) | waiters : seen + one_signal;
-    // release: pairs with take_signal's acquire, so the woken waiter also sees the work;
-    // relaxed on failure: we only retry
-    } while (!state_.compare_exchange_weak(seen, granted, std::memory_order_release, std::memory_order_relaxed));
-    // release: a sleeper that reads the new epoch (and then takes the signal) sees the grant
-    epoch_.fetch_add(1, std::memory_order_release);
-    if (everyone) {
-      Atomics::wake_all(epoch_);
-    } else {
-      Atomics::wake_one(epoch_);
-    }
+  // woken ends this waiter's announcement if a signal is there for it, or a notify_all
+  // came after its prepare_wait, and says whether it did.
+  bool woken(const key& announced) noexcept {
+    if (take_signal()) return true;
+    if (broadcasts_.load(std::memory_order_acquire) == announced.broadcasts) return false;  // acquire: as in prepare_wait
+    (void)withdraw();
     return true;
   }
 
   // take_signal ends this waiter's announcement if a signal is there for it.
   bool take_signal() noexcept {
-    std::uint64_t seen = state_.load(std::memory_order_acquire);  // acquire: pairs with notify's release grant
+    std::uint64_t seen = state_.load(std::memory_order_acquire);  // acquire: pairs with notify_one's release grant
     while (signals_in(seen) != 0) {
-      // acquire: pairs with notify's release grant; relaxed on failure: we look again
+      // acquire: pairs with notify_one's release grant; relaxed on failure: we look again
       if (state_.compare_exchange_weak(seen, seen - one_signal - one_waiter, std::memory_order_acquire,
                                        std::memory_order_relaxed)) {
         return true;
@@ -166,6 +187,7 @@ class event_count {
 
   alignas(cache_line) atomic<std::uint64_t> state_{0};
   alignas(cache_line) atomic<std::uint32_t> epoch_{0};
+  atomic<std::uint32_t> broadcasts_{0};  // beside the epoch: both are written only while someone waits
 };
 
 }  // namespace magpie::detail
