@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -256,5 +257,91 @@ TEST_CASE("event_count: producers and parking consumers pass every item without 
       CHECK(consumed.load() == total + consumers);
       CHECK(events.waiters() == 0);
     }
+  }
+}
+
+TEST_CASE("event_count: timed waiters racing notify_one's grants lose no item and leave no signal" *
+          doctest::test_suite("stress")) {
+  // Consumers wait with short time-outs, so time-outs race the grants all the time: a signal
+  // taken twice, or left to nobody, shows up as a hang or as signals() != 0 at the end.
+  constexpr int items = 20'000;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    event_count<> events;
+    tickets work;
+    std::atomic<int> consumed{0};
+    std::vector<std::thread> consumers;
+    for (int c = 0; c < 3; ++c) {
+      consumers.emplace_back([&] {
+        while (consumed.load(std::memory_order_relaxed) < items) {  // relaxed: only ends the loop
+          if (work.take()) {
+            consumed.fetch_add(1, std::memory_order_relaxed);  // relaxed: only the count matters
+            continue;
+          }
+          auto key = events.prepare_wait();
+          if (work.take()) {
+            events.cancel_wait();
+            consumed.fetch_add(1, std::memory_order_relaxed);  // relaxed: as above
+            continue;
+          }
+          (void)events.commit_wait_for(key, std::chrono::microseconds(20));
+        }
+      });
+    }
+    for (int i = 0; i < items; ++i) {
+      work.give();
+      events.notify_one();
+    }
+    for (auto& thread : consumers) thread.join();
+    CHECK(consumed.load() == items);
+    CHECK(events.waiters() == 0);
+    CHECK(events.signals() == 0);
+  }
+}
+
+TEST_CASE("event_count: waiters of different conditions, woken by notify_all, all leave" *
+          doctest::test_suite("stress")) {
+  // Each waiter waits for its own flag. Half wait without a time-out; the other half time out
+  // every 20 µs and announce themselves again, so late waiters keep arriving just after a
+  // broadcast. The setter sets one flag, broadcasts, and waits for that waiter's answer
+  // before the next, so no later broadcast can rescue a waiter whose wake-up another took:
+  // it would sleep forever, and the watchdog names this test. (A notify_all that granted
+  // signals anyone could take hung here.)
+  constexpr int waiters = 6;
+  constexpr int rounds = 200;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    event_count<> events;
+    std::array<std::atomic<int>, waiters> flags{};
+    std::array<std::atomic<int>, waiters> answers{};
+    std::vector<std::thread> threads;
+    for (int w = 0; w < waiters; ++w) {
+      threads.emplace_back([&, w] {
+        for (int round = 1; round <= rounds; ++round) {
+          for (;;) {
+            if (flags[w].load(std::memory_order_acquire) >= round) break;  // acquire: pairs with the setter's release
+            auto key = events.prepare_wait();
+            if (flags[w].load(std::memory_order_acquire) >= round) {  // acquire: as above
+              events.cancel_wait();
+              break;
+            }
+            if (w % 2 == 0) {
+              events.commit_wait(key);
+            } else {
+              (void)events.commit_wait_for(key, std::chrono::microseconds(20));
+            }
+          }
+          answers[w].store(round, std::memory_order_release);  // release: pairs with the setter's acquire
+        }
+      });
+    }
+    for (int round = 1; round <= rounds; ++round) {
+      for (int w = 0; w < waiters; ++w) {
+        flags[w].store(round, std::memory_order_release);  // release: pairs with the waiters' acquire
+        events.notify_all();
+        while (answers[w].load(std::memory_order_acquire) < round) std::this_thread::yield();  // acquire: pairs with the answer
+      }
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(events.waiters() == 0);
+    CHECK(events.signals() == 0);
   }
 }
