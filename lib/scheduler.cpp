@@ -181,7 +181,9 @@ void scheduler::impl::park_state_change(std::int64_t parked_delta) {
 }
 
 bool scheduler::impl::wanted_standby(const worker& self) const {
-  // relaxed: read after the standby event count's fence, which orders it against enter_blocking
+  // relaxed: after the standby event count's fence (the re-check before parking) it is
+  // ordered against enter_blocking; elsewhere a hint whose staleness costs one extra look
+  // for work or one extra notify
   return standby[index_of(self.kind)].blocked.load(std::memory_order_relaxed) > self.rank;
 }
 

@@ -147,13 +147,16 @@ class event_count {
   }
 
  private:
-  // woken ends this waiter's announcement if a signal is there for it, or a notify_all
-  // came after its prepare_wait, and says whether it did.
+  // woken ends this waiter's announcement if a notify_all came after its prepare_wait, or a
+  // signal is there for it, and says whether it did. The broadcast is looked at first: a
+  // waiter leaving on it takes a signal only if every waiter holds one (withdraw), so a
+  // notify_one's wake-up stays with a waiter that still needs it.
   bool woken(const key& announced) noexcept {
-    if (take_signal()) return true;
-    if (broadcasts_.load(std::memory_order_acquire) == announced.broadcasts) return false;  // acquire: as in prepare_wait
-    (void)withdraw();
-    return true;
+    if (broadcasts_.load(std::memory_order_acquire) != announced.broadcasts) {  // acquire: as in prepare_wait
+      (void)withdraw();
+      return true;
+    }
+    return take_signal();
   }
 
   // take_signal ends this waiter's announcement if a signal is there for it.
