@@ -20,8 +20,9 @@
 // waiter has none coming, and each waiter takes one on its way out. So a burst of launches
 // while a woken worker is still getting onto a CPU costs one futex call, not one per
 // launch — the waiter counts as announced until it runs, and each notify used to wake it
-// again. A waiter that cancels takes a signal only when every waiter holds one (then one of
-// them is surely its own); otherwise the signal stays for a waiter still on its way out.
+// again. A waiter that leaves otherwise (a cancel, a time-out, a broadcast) takes a signal
+// only when every waiter holds one (then one of them is surely its own); otherwise the
+// signal stays for a waiter still on its way out.
 // Either way signals never outnumber waiters, and none is left behind when the last goes.
 // Signals are anyone's to take, so notify_one suits only event counts whose waiters all
 // wait for the same thing (idle workers: any work).
@@ -31,7 +32,7 @@
 // event count may wait for different things (tasks sharing a slot of waiters_of, standby
 // workers of different ranks) as long as they are woken with notify_all.
 //
-// Sleepers block on the epoch, a futex word that every grant advances. It lives in the
+// Sleepers block on the epoch, a futex word that every grant and broadcast advances. It lives in the
 // event count, never on a waiter's stack (RELIABILITY.md §3.4), so a notifier may touch it
 // after the waiter has left. test/model/event_count_model.cpp model-checks the protocol
 // under Relacy, with a weakened mutant that must lose a wake-up.
