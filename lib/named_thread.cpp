@@ -117,6 +117,18 @@ void scheduler::attach(named_thread thread) {
 void scheduler::detach() {
   thread_context& context = this_thread_context();
   if (context.owner != impl_.get() || context.named < 0) return;
+  auto index = static_cast<std::uint32_t>(context.named);
+  for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
+    // Only the attached thread processes its queues, so a claimed one is this thread's own:
+    // its processing loop would go on waiting for the named thread's work unattached, beside
+    // whichever thread attaches next (two waiters on a wake-up meant for one).
+    // relaxed: this thread's own flag
+    if (impl_->named[index].queues[static_cast<std::size_t>(queue)].processing.load(std::memory_order_relaxed)) {
+      report(diagnostic_kind::misuse, "scheduler: detach() called while processing " + queue_name(index, queue) +
+                                          "; ignored (return from the processing call first)");
+      return;
+    }
+  }
   impl_->named[static_cast<std::size_t>(context.named)].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
   detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque

@@ -151,6 +151,22 @@ TEST_CASE("named_thread: processing from a thread not attached as that thread is
   CHECK(ran == 1);
 }
 
+TEST_CASE("named_thread: detaching while processing its queue is reported and ignored") {
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool());
+  attached_as game(pool, named_thread::game);
+  launch_on(pool, named_thread::game, [&] {
+    pool.detach();
+    CHECK(pool.is_processing(named_thread::game, thread_queue::main));
+    launch_on(pool, named_thread::game, [&] { pool.request_return(named_thread::game); });
+  });
+  pool.process_until_request_return(named_thread::game);  // still attached: the second job runs
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].message.find("detach() called while processing") != std::string::npos);
+  launch_on(pool, named_thread::game, [&] {}, thread_queue::local);
+  CHECK(pool.process_until_idle(named_thread::game, thread_queue::local) == 1);  // and still attached after
+}
+
 TEST_CASE("named_thread: attaching a named thread that is already attached is reported") {
   diagnostic_recorder recorder;
   scheduler pool(small_pool());
