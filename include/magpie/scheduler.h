@@ -157,7 +157,9 @@ class scheduler {
   // attach registers the calling thread as `thread` for this scheduler.
   void attach(named_thread thread);
 
-  // detach undoes attach for the calling thread.
+  // detach undoes attach for the calling thread. Called from inside the processing of one
+  // of the thread's own queues (process_until_idle / process_until_request_return), it is
+  // reported as misuse and ignored: return from the processing call first.
   void detach();
 
   // process_until_idle runs `thread`'s queue until it is empty and returns how many items
