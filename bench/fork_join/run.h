@@ -4,7 +4,6 @@
 #include "../common/harness.h"
 #include "workloads.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -32,11 +31,7 @@ class growth_guard {
                 system_.c_str(), workload, param.c_str(), threads_, seconds_per_work_ * work, cap_s_);
     return false;
   }
-  void ran(const std::vector<double>& seconds, double work) {
-    std::vector<double> sorted = seconds;
-    std::sort(sorted.begin(), sorted.end());
-    seconds_per_work_ = sorted[sorted.size() / 2] / work;
-  }
+  void ran(const std::vector<double>& seconds, double work) { seconds_per_work_ = bench::percentile(seconds, 50) / work; }
 
  private:
   double cap_s_;
