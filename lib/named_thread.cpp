@@ -129,7 +129,7 @@ void scheduler::detach() {
       return;
     }
   }
-  impl_->named[static_cast<std::size_t>(context.named)].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
+  impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
   detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
   if (context.running == 0) {

@@ -22,8 +22,8 @@
 // launch — the waiter counts as announced until it runs, and each notify used to wake it
 // again. A waiter that leaves otherwise (a cancel, a time-out, a broadcast) takes a signal
 // only when every waiter holds one (then one of them is surely its own); otherwise the
-// signal stays for a waiter still on its way out.
-// Either way signals never outnumber waiters, and none is left behind when the last goes.
+// signal stays for a waiter still on its way out. Either way signals never outnumber
+// waiters, and none is left behind when the last goes.
 // Signals are anyone's to take, so notify_one suits only event counts whose waiters all
 // wait for the same thing (idle workers: any work).
 //
@@ -32,9 +32,9 @@
 // event count may wait for different things (tasks sharing a slot of waiters_of, standby
 // workers of different ranks) as long as they are woken with notify_all.
 //
-// Sleepers block on the epoch, a futex word that every grant and broadcast advances. It lives in the
-// event count, never on a waiter's stack (RELIABILITY.md §3.4), so a notifier may touch it
-// after the waiter has left. test/model/event_count_model.cpp model-checks the protocol
+// Sleepers block on the epoch, a futex word that every grant and broadcast advances. It
+// lives in the event count, never on a waiter's stack (RELIABILITY.md §3.4), so a notifier
+// may touch it after the waiter has left. test/model/event_count_model.cpp model-checks the protocol
 // under Relacy, with a weakened mutant that must lose a wake-up.
 #pragma once
 
