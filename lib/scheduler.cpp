@@ -72,11 +72,21 @@ bool scheduler::impl::accepts_from_this_thread() const {
   return context.owner == this && (context.self != nullptr || context.running > 0);
 }
 
+namespace {
+
+// discard_late_launch reports and discards work launched from outside after shutdown began.
+// Out of line and cold: schedule() stays a leaf-like function with a small frame.
+[[gnu::cold, gnu::noinline]] void discard_late_launch(work_item* item) {
+  report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
+                                      "' launched from outside after shutdown began; discarded");
+  item->handler(item, detail::work_action::discard);
+}
+
+}  // namespace
+
 void scheduler::impl::schedule(work_item* item, priority p) {
   if (!accepts_from_this_thread()) {
-    report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
-                                        "' launched from outside after shutdown began; discarded");
-    item->handler(item, detail::work_action::discard);
+    discard_late_launch(item);
     return;
   }
   if (auto* own = p == priority::normal ? own_deque() : nullptr) {

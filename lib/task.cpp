@@ -41,30 +41,25 @@ void bump(std::atomic<std::int64_t>& single_writer) noexcept {
   single_writer.store(single_writer.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-// --- the thread's current task ------------------------------------------------------------
-
-struct frame {
-  task_base* task;
-  frame* outer;
-};
-
-thread_local frame* innermost = nullptr;
-
 constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 
-void destroy(task_base* task) noexcept {
-  if (task->has_flag(has_exception) && !task->has_flag(exception_observed)) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(task->extras->exception);
-    } catch (const std::exception& error) {
-      what = error.what();
-    } catch (...) {
-    }
-    report(diagnostic_kind::unhandled_exception,
-           std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
-           severity::warning);
+// report_unobserved_exception warns that `task` threw and nobody looked. Cold and out of
+// line, as every diagnostic on a hot path: the path keeps a small frame.
+[[gnu::cold, gnu::noinline]] void report_unobserved_exception(const task_base* task) noexcept {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(task->extras->exception);
+  } catch (const std::exception& error) {
+    what = error.what();
+  } catch (...) {
   }
+  report(diagnostic_kind::unhandled_exception,
+         std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
+         severity::warning);
+}
+
+void destroy(task_base* task) noexcept {
+  if (task->has_flag(has_exception) && !task->has_flag(exception_observed)) report_unobserved_exception(task);
   // A task that never started still holds its prerequisites. As the last owner, nobody can
   // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
   if (task->prerequisite_groups != nullptr && task->state.prerequisites_unclaimed()) {
@@ -87,8 +82,9 @@ void destroy(task_base* task) noexcept {
   task->type(task, task_op::destroy);
 }
 
-// last_handle_dropped: nobody can trigger an untriggered event any more.
-void last_handle_dropped(task_base* event) noexcept {
+// last_handle_dropped: nobody can trigger an untriggered event any more. Out of line:
+// drop_handle is on every task's path, this only on an event's.
+[[gnu::noinline]] void last_handle_dropped(task_base* event) noexcept {
   if (event->has_flag(triggered)) return;
   if (!event->subsequents.is_empty() && !event->is_completed()) {
     report(diagnostic_kind::never_ran,
@@ -127,11 +123,7 @@ void schedule(task_base* task) noexcept {
 // nested tasks are still running.
 void execute(task_base* task, bool takes_prerequisites, task_base** next_slot) noexcept {
   run_body(task, takes_prerequisites);
-  if (finish_body(task)) {
-    ready_loop loop(next_slot);
-    loop.completed(task, false);
-    loop.drain();
-  }
+  if (finish_body(task)) ready_loop(next_slot).complete_ran(task);
 }
 
 // never_ran completes a task that lost its chance to run (its scheduler shut down).
@@ -171,6 +163,8 @@ bool run_queued(work_item* item, work_action action) noexcept {
 }
 
 }  // namespace
+
+constinit thread_local running_frame* innermost_running = nullptr;
 
 // --- memory and references ---------------------------------------------------------------
 
@@ -253,6 +247,18 @@ void initialise(task_base* task, const char* name, task_kind kind, scheduler& ow
 
 namespace {
 
+// report_cycle reports a prerequisite that would make `task` wait for itself: the task
+// itself (`prerequisite` nullptr), or one that waits for the event `task`. Cold.
+[[gnu::cold, gnu::noinline]] void report_cycle(const task_base* task, const task_base* prerequisite) noexcept {
+  if (prerequisite == nullptr) {
+    report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                        "' added as its own prerequisite: a dependency cycle; ignored");
+  } else {
+    report(diagnostic_kind::misuse, std::string("task event '") + task->name + "' given prerequisite '" +
+                                        prerequisite->name + "', which waits for the event: a dependency cycle; ignored");
+  }
+}
+
 // link_prerequisites puts `task` in each prerequisite's subsequent list, using `group`'s
 // edges (its locks are already counted), and returns how many were complete or invalid:
 // locks the caller still has to remove.
@@ -267,13 +273,11 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
     edge->subsequent = task;
     task_base* prerequisite = prerequisites[i];
     if (prerequisite == task) {
-      report(diagnostic_kind::misuse, std::string("task '") + task->name +
-                                          "' added as its own prerequisite: a dependency cycle; ignored");
+      report_cycle(task, nullptr);
       prerequisite = nullptr;
     } else if (prerequisite != nullptr && task->kind == task_kind::event && depends_on(prerequisite, task)) {
       // Only an event gains prerequisites once others may wait for it.
-      report(diagnostic_kind::misuse, std::string("task event '") + task->name + "' given prerequisite '" +
-                                          prerequisite->name + "', which waits for the event: a dependency cycle; ignored");
+      report_cycle(task, prerequisite);
       prerequisite = nullptr;
     }
     if (prerequisite == nullptr) {  // an invalid handle counts as completed
@@ -335,13 +339,19 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     task->state.add_locks(1);  // the pipe's lock
     pipe_access::task_added(*into);
   }
-  ready_loop loop(nullptr);
   if (into == nullptr && task->prerequisite_groups == nullptr) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
+    if (task->kind == task_kind::queued) {
+      schedule(task);  // what the ready loop would do, without it
+      return;
+    }
+    ready_loop loop(nullptr);
     loop.lock_released(task, 0);
-  } else {
-    loop.lock_released(task, task->state.release_lock());
+    loop.drain();
+    return;
   }
+  ready_loop loop(nullptr);
+  loop.lock_released(task, task->state.release_lock());
   loop.drain();
 }
 
@@ -359,24 +369,31 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 void run_body(task_base* task, bool takes_prerequisites) noexcept {
   if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
-  thread_context saved = context;
-  if (context.owner != task->owner || context.self == nullptr) {
-    // A waiter or a named thread runs it: the body sees the task's scheduler as current.
-    if (context.owner != task->owner) context.named = -1;
+  running_frame mine{task, innermost_running};
+  innermost_running = &mine;
+  if (context.owner == task->owner) {
+    // One of its scheduler's threads. A named thread or helper counts the item it runs,
+    // which lets the body launch during shutdown as a worker's may.
+    unsigned counted = context.self == nullptr ? 1u : 0u;
+    context.running += counted;
+    task->type(task, task_op::run);
+    context.running -= counted;
+  } else {
+    // A waiter from elsewhere runs it: the body sees the task's scheduler as current.
+    thread_context saved = context;
     context.owner = task->owner;
     context.facade = &task->owner->facade;
-    if (context.owner != saved.owner) context.self = nullptr;
+    context.self = nullptr;
+    context.named = -1;
     ++context.running;
+    task->type(task, task_op::run);
+    context.owner = saved.owner;
+    context.facade = saved.facade;
+    context.self = saved.self;
+    context.named = saved.named;
+    context.running = saved.running;
   }
-  frame mine{task, innermost};
-  innermost = &mine;
-  task->type(task, task_op::run);
-  innermost = mine.outer;
-  context.owner = saved.owner;
-  context.facade = saved.facade;
-  context.self = saved.self;
-  context.named = saved.named;
-  context.running = saved.running;
+  innermost_running = mine.outer;
 }
 
 bool finish_body(task_base* task) noexcept {
@@ -389,20 +406,20 @@ bool finish_body(task_base* task) noexcept {
 }
 
 bool is_running_here(const task_base* task) noexcept {
-  for (const frame* each = innermost; each != nullptr; each = each->outer) {
+  for (const running_frame* each = innermost_running; each != nullptr; each = each->outer) {
     if (each->task == task) return true;
   }
   return false;
 }
 
 task_base* running_task_awaited_by(const task_base* task) noexcept {
-  for (const frame* each = innermost; each != nullptr; each = each->outer) {
+  for (const running_frame* each = innermost_running; each != nullptr; each = each->outer) {
     if (depends_on(task, each->task)) return each->task;
   }
   return nullptr;
 }
 
-task_base* current_task() noexcept { return innermost != nullptr ? innermost->task : nullptr; }
+task_base* current_task() noexcept { return innermost_running != nullptr ? innermost_running->task : nullptr; }
 
 magpie::pipe* current_pipe() noexcept {
   task_base* task = current_task();
@@ -512,7 +529,7 @@ void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
   completions_ = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
 }
 
-void ready_loop::drain() noexcept {
+void ready_loop::drain_queued() noexcept {
   while (completions_ != 0) {
     auto* task = reinterpret_cast<task_base*>(completions_ & ~std::uintptr_t{1});
     bool drop_reference = (completions_ & 1u) != 0;

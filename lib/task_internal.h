@@ -30,12 +30,22 @@ class ready_loop {
   void completed(task_base* task, bool drop_reference) noexcept;
 
   // drain completes everything queued, and what that makes ready.
-  void drain() noexcept;
+  void drain() noexcept {
+    if (completions_ != 0) drain_queued();
+  }
+
+  // complete_ran completes a queued task whose body ran on this thread (finish_body said
+  // so), then drains what that makes ready.
+  void complete_ran(task_base* task) noexcept {
+    finish(task);
+    drain();
+  }
 
  private:
   void ready(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
+  void drain_queued() noexcept;
 
   task_base** next_slot_;
   std::uintptr_t completions_ = 0;  // tagged list through ready_next; bit 0: drop a reference
@@ -66,6 +76,14 @@ bool is_running_here(const task_base* task) noexcept;
 // cannot complete meanwhile: its body runs on this thread, or it is an untriggered event.
 // The walk is bounded; past the bound it answers false.
 bool depends_on(const task_base* later, const task_base* earlier) noexcept;
+
+// running_frame is one task body running on this thread; innermost_running the newest,
+// nullptr on a thread running no task (constant-initialised: one thread-pointer load).
+struct running_frame {
+  task_base* task;
+  running_frame* outer;
+};
+extern constinit thread_local running_frame* innermost_running;
 
 // running_task_awaited_by is the task this thread is running (innermost first) that
 // `task` depends on, or nullptr: waiting for `task` here could never end.

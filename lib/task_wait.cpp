@@ -56,6 +56,18 @@ void retract_nested(task_base* task, unsigned depth) noexcept {
   }
 }
 
+// report_waiting_inside reports a wait that can never end: for `task` inside `running`,
+// which it waits for. Cold and out of line, so wait() keeps a small frame.
+[[gnu::cold, gnu::noinline]] void report_waiting_inside(const task_base* task, const task_base* running) {
+  if (running == task) {
+    report(diagnostic_kind::misuse, std::string("task '") + task->name +
+                                        "' waited for from inside its own execution: it can never complete");
+  } else {
+    report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for inside task '" +
+                                        running->name + "', which it waits for: a dependency cycle, it can never complete");
+  }
+}
+
 }  // namespace
 
 event_count<>& waiters_of(const void* task) noexcept {
@@ -87,11 +99,7 @@ bool retract(task_base* task, unsigned depth) noexcept {
   if (ran) {
     run_body(task, takes_prerequisites);
     retract_nested(task, depth);  // while the body's part keeps the nested list alive
-    if (finish_body(task)) {
-      ready_loop loop(nullptr);
-      loop.completed(task, false);
-      loop.drain();
-    }
+    if (finish_body(task)) ready_loop(nullptr).complete_ran(task);
   }
   if (took_entry) release(task);
   return ran || task->is_completed();
@@ -108,14 +116,8 @@ bool try_retract_and_execute(task_base* task) noexcept {
 
 bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept {
   if (task->is_completed()) return true;
-  if (task_base* running = running_task_awaited_by(task)) {
-    if (running == task) {
-      report(diagnostic_kind::misuse, std::string("task '") + task->name +
-                                          "' waited for from inside its own execution: it can never complete");
-    } else {
-      report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for inside task '" +
-                                          running->name + "', which it waits for: a dependency cycle, it can never complete");
-    }
+  if (task_base* running = innermost_running != nullptr ? running_task_awaited_by(task) : nullptr) {
+    report_waiting_inside(task, running);
     return false;
   }
   for (;;) {

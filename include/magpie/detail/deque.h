@@ -190,7 +190,8 @@ class work_stealing_deque {
     std::unique_ptr<atomic<T>[]> slots;
   };
 
-  ring* grow(ring* old, std::int64_t t, std::int64_t b) {
+  // Out of line: push() stays small and inlines into its callers.
+  [[gnu::noinline]] ring* grow(ring* old, std::int64_t t, std::int64_t b) {
     auto bigger = std::make_unique<ring>(old->capacity * 2);
     for (std::int64_t i = t; i < b; ++i) bigger->put(i, old->get(i));
     ring* fresh = bigger.get();
