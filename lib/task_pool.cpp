@@ -111,11 +111,20 @@ struct thread_heap {
 
 thread_local thread_heap this_thread_heap;
 
-std::size_t class_of(std::size_t size) noexcept {
-  std::size_t index = 0;
-  while (class_sizes[index] < size) ++index;
-  return index;
-}
+// class_by_lines maps a request's size in 64-byte lines (rounded up) to its class: one
+// load on the allocation path instead of a search.
+constexpr auto class_by_lines = [] {
+  std::array<std::uint8_t, largest_pooled / 64 + 1> table{};
+  for (std::size_t lines = 0; lines < table.size(); ++lines) {
+    std::size_t index = 0;
+    while (class_sizes[index] < lines * 64) ++index;
+    table[lines] = static_cast<std::uint8_t>(index);
+  }
+  return table;
+}();
+static_assert(class_sizes.back() == largest_pooled);
+
+std::size_t class_of(std::size_t size) noexcept { return class_by_lines[(size + 63) / 64]; }
 
 slab_header* slab_of(void* block) noexcept {
   return reinterpret_cast<slab_header*>(reinterpret_cast<std::uintptr_t>(block) & ~(slab_size - 1));

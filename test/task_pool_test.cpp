@@ -19,17 +19,26 @@ TEST_SUITE("task_pool") {
 
 TEST_CASE("task_pool: blocks are distinct, 64-byte aligned and writable, and come back for reuse") {
   std::int64_t before = pool::live_blocks();
-  for (std::size_t size : {1u, 48u, 64u, 100u, 150u, 200u, 300u, 512u}) {
+  // Every class, and each side of every class boundary.
+  for (std::size_t size : {1u, 48u, 64u, 65u, 100u, 128u, 129u, 150u, 192u, 193u, 200u, 256u, 257u, 300u, 384u,
+                           385u, 511u, 512u}) {
     CAPTURE(size);
     std::vector<void*> blocks;
     std::set<void*> distinct;
     for (int i = 0; i < 3000; ++i) {  // more than one slab's worth
       void* block = pool::allocate(size);
       REQUIRE(reinterpret_cast<std::uintptr_t>(block) % 64 == 0);
-      std::memset(block, 0xab, size);
+      std::memset(block, i & 0xff, size);
       blocks.push_back(block);
       distinct.insert(block);
     }
+    // Blocks too small for the request would overlap: a later fill would show in an earlier one.
+    bool intact = true;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const auto* bytes = static_cast<const unsigned char*>(blocks[i]);
+      for (std::size_t at = 0; at < size; ++at) intact = intact && bytes[at] == (i & 0xff);
+    }
+    CHECK(intact);
     CHECK(distinct.size() == blocks.size());
     CHECK(pool::live_blocks() == before + 3000);
     for (void* block : blocks) pool::deallocate(block, size);
