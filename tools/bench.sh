@@ -54,7 +54,8 @@ dir=${BENCH_BUILD_DIR:-build/release}  # BENCH_BUILD_DIR: another build folder (
 setup_flags=(--buildtype=release -Dtests=false -Dbench=true "-Db_lto=$lto")
 if [ -n "$taskflow_dir" ]; then setup_flags+=("-Dtaskflow_dir=$taskflow_dir"); fi
 if [ -f "$dir/build.ninja" ]; then
-  meson setup --reconfigure "$dir" "${setup_flags[@]}" >/dev/null
+  # `meson configure`, not `setup --reconfigure`: meson 1.0's reconfigure drops b_* options
+  meson configure "$dir" "${setup_flags[@]}" >/dev/null
 else
   meson setup "$dir" "${setup_flags[@]}" >/dev/null
 fi

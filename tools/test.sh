@@ -15,7 +15,8 @@ builds=("$@")
 configure() {  # configure <dir> <meson options...>
   local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then
-    meson setup --reconfigure "$dir" "$@" >/dev/null
+    # `meson configure`, not `setup --reconfigure`: meson 1.0's reconfigure drops b_* options
+    meson configure "$dir" "$@" >/dev/null
   else
     meson setup "$dir" "$@" >/dev/null
   fi
