@@ -207,12 +207,22 @@ void drop_handle(task_base* task) noexcept {
   }
   // acquire: pairs with the release half of every other owner's drop. Holding the only
   // reference, nobody can add one (that takes a reference), so no write is needed.
-  if (task->references.load(std::memory_order_acquire) == task_base::one_handle) {
+  std::uint64_t now = task->references.load(std::memory_order_acquire);
+  if (now == task_base::one_handle) {
+    destroy(task);
+    return;
+  }
+  // The only handle, and one more reference: the queue's, if a waiter that ran the task
+  // left it to the handles (retract). Then this drop is the last owner's.
+  if (now == task_base::one_handle + task_base::one_reference && task->state.handles_hold_extra_reference()) {
     destroy(task);
     return;
   }
   // acq_rel: the last dropper sees every other owner's writes before destroying
-  if ((task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel) & reference_mask) == 1) {
+  std::uint64_t before = task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel);
+  if ((before >> 32) == 1 && task->state.handles_hold_extra_reference()) {
+    release(task);  // the last handle takes the reference left to the handles with it
+  } else if ((before & reference_mask) == 1) {
     destroy(task);
   }
 }

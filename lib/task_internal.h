@@ -92,7 +92,9 @@ task_base* running_task_awaited_by(const task_base* task) noexcept;
 // waiters_of is the event count threads waiting for `task` sleep on (a striped table).
 event_count<>& waiters_of(const void* task) noexcept;
 
-// retract is try_retract_and_execute at a given recursion depth.
+// retract is try_retract_and_execute at a given recursion depth. At depth 0 the caller
+// holds a handle to `task` (wait, try_retract_and_execute): the queue's reference may be
+// left to the handles (task_state::leave_reference_to_handles).
 bool retract(task_base* task, unsigned depth) noexcept;
 
 // pipe_access reaches a pipe's private state.

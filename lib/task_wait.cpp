@@ -96,12 +96,24 @@ bool retract(task_base* task, unsigned depth) noexcept {
   bool took_entry = task->target == target_none && took_back(task);
   bool takes_prerequisites = false;  // false when this waiter (or another) claimed them above
   bool ran = task->state.try_begin_execution(takes_prerequisites);
+  bool completed_here = false;
   if (ran) {
     run_body(task, takes_prerequisites);
     retract_nested(task, depth);  // while the body's part keeps the nested list alive
-    if (finish_body(task)) ready_loop(nullptr).complete_ran(task);
+    completed_here = finish_body(task);
+    if (completed_here) ready_loop(nullptr).complete_ran(task);
   }
-  if (took_entry) release(task);
+  if (took_entry) {
+    // The queue's reference is this thread's now. Called for the task itself (depth 0),
+    // the caller holds a handle, so the handles can take it over — one store instead of a
+    // read-modify-write, and the last handle's drop frees the task in one go. A task it
+    // did not complete itself may still be written: release normally.
+    if (completed_here && depth == 0) {
+      task->state.leave_reference_to_handles();
+    } else {
+      release(task);
+    }
+  }
   return ran || task->is_completed();
 }
 

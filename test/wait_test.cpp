@@ -52,6 +52,53 @@ TEST_CASE("wait: try_retract_and_execute runs an unstarted task on the calling t
   CHECK(where.get_result() == here);
 }
 
+TEST_CASE("wait: a task a waiter took back off its own deque goes with its last handle, on any thread") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // launches go to this thread's deque; waits take them back
+  std::int64_t before = detail::live_tasks();
+  auto live = [&] { return detail::live_tasks() - before; };
+
+  SUBCASE("the only handle, dropped by the waiter") {
+    {
+      task<int> one = pool.launch("one", [] { return 1; });
+      CHECK(one.get_result() == 1);
+      CHECK(live() == 1);
+    }
+    CHECK(live() == 0);
+  }
+  SUBCASE("the waiter's handle first, then a copy on another thread") {
+    task<int> one = pool.launch("one", [] { return 1; });
+    task<int> copy = one;
+    one.wait();
+    one = task<int>();
+    CHECK(live() == 1);
+    std::thread([last = std::move(copy)]() mutable { last = task<int>(); }).join();
+    CHECK(live() == 0);
+  }
+  SUBCASE("a copy dropped on another thread first, then the waiter's") {
+    task<int> one = pool.launch("one", [] { return 1; });
+    task<int> copy = one;
+    CHECK(one.get_result() == 1);
+    std::thread([first = std::move(copy)]() mutable { first = task<int>(); }).join();
+    CHECK(live() == 1);
+    one = task<int>();
+    CHECK(live() == 0);
+  }
+  SUBCASE("a later task keeps it until that task starts, after the last handle went") {
+    task<int> one = pool.launch("one", [] { return 1; });
+    one.wait();
+    task<int> later = pool.launch("later", [] { return 2; }, one);
+    one = task<int>();
+    CHECK(live() == 2);  // `later` holds `one` until it starts
+    CHECK(later.get_result() == 2);
+    CHECK(live() == 1);
+    later = task<int>();
+    CHECK(live() == 0);
+  }
+  pool.detach();
+}
+
 TEST_CASE("wait: waiting on a task from inside itself is reported and returns") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;

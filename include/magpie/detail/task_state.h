@@ -7,6 +7,10 @@
 // count 1 (the body itself) plus each unfinished nested task; whoever removes the last of
 // those completes the task.
 //
+// Bit 29 is set only after completion, when nothing else writes the word: a waiter that
+// ran the task after taking it back off its own deque left the queue's reference to the
+// task's handles, and the last handle to go releases it (lib/task.cpp, drop_handle).
+//
 // Bit 30 says a waiter claimed the task's prerequisites before it began (to retract them;
 // it then drops the references the task held on them). The runner's begin CAS tells it
 // whether it takes them over instead: a chain hop needs no read-modify-write of its own
@@ -39,6 +43,8 @@ class task_state {
   static constexpr std::uint32_t execution_flag = std::uint32_t{1} << 31;
   // prerequisites_claimed: a waiter took over the prerequisites before execution began.
   static constexpr std::uint32_t prerequisites_claimed = std::uint32_t{1} << 30;
+  // reference_left_to_handles: set after completion; see leave_reference_to_handles.
+  static constexpr std::uint32_t reference_left_to_handles = std::uint32_t{1} << 29;
 
   // add_locks adds `count` locks; only before launch, by the launching thread.
   void add_locks(std::uint32_t count) noexcept {
@@ -159,6 +165,21 @@ class task_state {
     // release: pairs with has_begun's acquire (nothing else reads it for synchronisation:
     // completion is published by the subsequent list's close)
     num_locks_.store(execution_flag, std::memory_order_release);
+  }
+
+  // leave_reference_to_handles records, on a task this thread ran and completed itself,
+  // that one reference the caller held now belongs to the task's handles: the last handle
+  // dropped releases it too. Completed means nobody else writes the word any more, so a
+  // store does; the handles' drops order it before any handle dropper's look.
+  void leave_reference_to_handles() noexcept {
+    // release: the drop of the caller's handle (acq_rel) carries it to the last dropper
+    num_locks_.store(execution_flag | reference_left_to_handles, std::memory_order_release);
+  }
+
+  // handles_hold_extra_reference says whether leave_reference_to_handles ran. Only a
+  // handle owner asks, after the drop or load of `references` that orders it.
+  bool handles_hold_extra_reference() const noexcept {
+    return (num_locks_.load(std::memory_order_acquire) & reference_left_to_handles) != 0;  // acquire: pairs with leave_reference_to_handles
   }
 
   // has_begun says whether execution has begun (or finished).
