@@ -3,8 +3,10 @@
 # system that was built (magpie; oneTBB; Taskflow and OpenMP when present; the serial
 # baselines), prints the ratio table and writes the chart, then the micro-benchmarks of the
 # lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
-#   tools/bench.sh            full sizes, 5 timed runs each (medians)
-#   tools/bench.sh --quick    smaller sizes, 5 runs: about a minute on 2 cores
+#   tools/bench.sh            full sizes, 3 rounds of 3 timed runs each; the systems take
+#                             turns round by round, and the table shows the median round
+#   tools/bench.sh --quick    smaller sizes, 1 round of 5 runs: about a minute on 2 cores
+#   tools/bench.sh --rounds N rounds of turns (a busy host slows one round, not a system)
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
 #   tools/bench.sh --sweep --only fork_join   every fork-join size DESIGN §7 names (fib 30–35,
 #                                        skynet 10^6–10^8, nqueens 12–14, matmul 512–2048), 3 runs
@@ -24,7 +26,9 @@ tools/install-deps.sh bench
 
 repetitions=5
 min_time=0.2
-runs=5
+runs=3
+rounds=            # --rounds N; else 3, or 1 with --quick or --sweep
+default_rounds=3
 size_flag=()      # --quick or --sweep
 thread_flags=()
 taskflow_dir=${TASKFLOW_DIR:-}
@@ -34,10 +38,12 @@ baseline=
 lto=true
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) repetitions=1; min_time=0.05; size_flag=(--quick); shift ;;
+    --quick) repetitions=1; min_time=0.05; size_flag=(--quick); runs=5; default_rounds=1; shift ;;
+    --rounds) [ $# -ge 2 ] || { echo "$0: --rounds needs a count" >&2; exit 2; }
+              rounds=$2; shift 2 ;;
     --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
                 taskflow_dir=$(realpath "$2"); shift 2 ;;
-    --sweep) runs=3; size_flag=(--sweep); shift ;;
+    --sweep) runs=3; default_rounds=1; size_flag=(--sweep); shift ;;
     --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do thread_flags+=(--threads "$1"); shift; done ;;
     --only) [ $# -ge 2 ] || { echo "$0: --only needs a workload" >&2; exit 2; }
             only+=("$2"); shift 2 ;;
@@ -45,10 +51,13 @@ while [ $# -gt 0 ]; do
     --no-lto) lto=false; shift ;;
     --baseline) [ $# -ge 2 ] || { echo "$0: --baseline needs a file" >&2; exit 2; }
                 baseline=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: $0 [--quick | --sweep] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--no-lto] [--baseline FILE]" >&2
+    *) echo "usage: $0 [--quick | --sweep] [--rounds N] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--no-lto] [--baseline FILE]" >&2
        exit 2 ;;
   esac
 done
+
+rounds=${rounds:-$default_rounds}
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --rounds needs a positive count" >&2; exit 2; }
 
 dir=${BENCH_BUILD_DIR:-build/release}  # BENCH_BUILD_DIR: another build folder (it gets the same options)
 setup_flags=(--buildtype=release -Dtests=false -Dbench=true "-Db_lto=$lto")
@@ -77,17 +86,21 @@ git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 started=$SECONDS
 workloads=(scheduler tasks fork_join graph timers)
 [ ${#only[@]} -gt 0 ] && workloads=("${only[@]}")
+# Round by round, every system of a workload takes its turn: a slow spell of a shared host
+# then costs one round of whichever systems ran in it, and the table's median round drops it.
 for workload in "${workloads[@]}"; do
-  for system in magpie tbb taskflow omp heap serial; do
-    binary="$dir/bench/bench_${workload}_${system}"
-    [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
-    [ -x "$binary" ] || continue
-    echo "=== $workload ($system)"
-    "$binary" --runs "$runs" "${size_flag[@]}" "${thread_flags[@]}" --json "$run_json" --git "$git"
+  for ((round = 1; round <= rounds; round++)); do
+    for system in magpie tbb taskflow omp heap serial; do
+      binary="$dir/bench/bench_${workload}_${system}"
+      [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
+      [ -x "$binary" ] || continue
+      echo "=== $workload ($system)$([ "$rounds" -gt 1 ] && echo ", round $round of $rounds")"
+      "$binary" --runs "$runs" "${size_flag[@]}" "${thread_flags[@]}" --json "$run_json" --git "$git"
+    done
   done
 done
 echo
-echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d), $((SECONDS - started)) s); JSON: $run_json"
+echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d), $rounds round(s) of $runs runs, $((SECONDS - started)) s); JSON: $run_json"
 "$python" tools/bench_table.py "$run_json"
 echo "(peak memory per measurement: tools/bench_table.py --memory $run_json)"
 "$python" tools/bench_chart.py "$run_json" ||

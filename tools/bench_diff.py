@@ -10,18 +10,15 @@ figure regressed by more than the threshold, else 0. Peers' changes are shown fo
     tools/bench_diff.py bench/results/run-A.jsonl bench/results/run-B.jsonl --threshold 15
 """
 import argparse
-import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import load_records  # noqa: E402
 
 
 def load(path):
-    found = {}
-    with open(path) as lines:
-        for line in lines:
-            if line.strip():
-                record = json.loads(line)
-                found[(record["workload"], record["param"], record["system"], record["threads"])] = record
-    return found
+    return load_records([path])  # rounds merged as in the table
 
 
 def main():

@@ -4,7 +4,9 @@
 For each (workload, param, threads): every system's median, ns per task per core (wall
 time x threads / tasks), the ratio magpie/peer (below 1 means magpie is faster), and
 magpie's own speedup at N threads over 1 thread. Only lines from the given file(s) are
-used, so one file = one run on one machine. Workloads keep the order they were run in.
+used, so one file = one run on one machine. Workloads keep the order they were run in. A
+measurement taken in several rounds (tools/bench.sh --rounds) shows the median of the
+rounds' medians.
 
     tools/bench_table.py bench/results/run-<stamp>.jsonl
     tools/bench_table.py --memory bench/results/run-<stamp>.jsonl   # peak resident MB instead
@@ -17,16 +19,42 @@ import sys
 PEER_ORDER = ["tbb", "taskflow", "omp-libomp", "omp-libgomp", "ue_heap"]
 
 
-def load(paths):
-    """Returns {(workload, param, threads): {system: record}} in the order first seen."""
-    rows = {}
+def merge_rounds(records):
+    """One record from a measurement's rounds (tools/bench.sh --rounds runs every system's
+    executable once per round, the systems taking turns): the median of the rounds'
+    medians, so a round that a busy host slowed down does not decide the figure."""
+    if len(records) == 1:
+        return records[0]
+    merged = dict(records[-1])
+    medians = sorted(record["median_s"] for record in records)
+    middle = len(medians) // 2
+    merged["median_s"] = medians[middle] if len(medians) % 2 else (medians[middle - 1] + medians[middle]) / 2
+    merged["min_s"] = min(record["min_s"] for record in records)
+    merged["max_s"] = max(record["max_s"] for record in records)
+    merged["runs"] = sum(record["runs"] for record in records)
+    merged["peak_rss_kb"] = max(record["peak_rss_kb"] for record in records)
+    merged["rounds"] = len(records)
+    return merged
+
+
+def load_records(paths):
+    """Returns {(workload, param, system, threads): record}, rounds merged, in the order first seen."""
+    found = {}
     for path in paths:
         with open(path) as lines:
             for line in lines:
                 if line.strip():
                     record = json.loads(line)
-                    key = (record["workload"], record["param"], record["threads"])
-                    rows.setdefault(key, {})[record["system"]] = record
+                    key = (record["workload"], record["param"], record["system"], record["threads"])
+                    found.setdefault(key, []).append(record)
+    return {key: merge_rounds(records) for key, records in found.items()}
+
+
+def load(paths):
+    """Returns {(workload, param, threads): {system: record}} in the order first seen."""
+    rows = {}
+    for (workload, param, system, threads), record in load_records(paths).items():
+        rows.setdefault((workload, param, threads), {})[system] = record
     return rows
 
 
