@@ -16,8 +16,7 @@
 #   tools/bench.sh --only graph          only the named workload folders (repeatable)
 #   tools/bench.sh --no-micro            skip the Google Benchmark micro-benchmarks
 #   tools/bench.sh --baseline FILE       afterwards, tools/bench_diff.py FILE against this run
-#   tools/bench.sh --no-lto              build without link-time optimisation (on by default:
-#                                        magpie's launch and wait paths cross its .cpp files)
+#   tools/bench.sh --lto                 build with link-time optimisation (-Db_lto=true)
 #   BENCH_BUILD_DIR=build/x tools/bench.sh   build and run in build/x instead of build/release
 # See docs/benchmarks.md.
 set -euo pipefail
@@ -35,7 +34,7 @@ taskflow_dir=${TASKFLOW_DIR:-}
 only=()
 micro=1
 baseline=
-lto=true
+lto=false
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) repetitions=1; min_time=0.05; size_flag=(--quick); runs=5; default_rounds=1; shift ;;
@@ -48,10 +47,10 @@ while [ $# -gt 0 ]; do
     --only) [ $# -ge 2 ] || { echo "$0: --only needs a workload" >&2; exit 2; }
             only+=("$2"); shift 2 ;;
     --no-micro) micro=0; shift ;;
-    --no-lto) lto=false; shift ;;
+    --lto) lto=true; shift ;;
     --baseline) [ $# -ge 2 ] || { echo "$0: --baseline needs a file" >&2; exit 2; }
                 baseline=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: $0 [--quick | --sweep] [--rounds N] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--no-lto] [--baseline FILE]" >&2
+    *) echo "usage: $0 [--quick | --sweep] [--rounds N] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--lto] [--baseline FILE]" >&2
        exit 2 ;;
   esac
 done
