@@ -58,7 +58,7 @@ void retract_nested(task_base* task, unsigned depth) noexcept {
 
 // report_waiting_inside reports a wait that can never end: for `task` inside `running`,
 // which it waits for. Cold and out of line, so wait() keeps a small frame.
-[[gnu::cold, gnu::noinline]] void report_waiting_inside(const task_base* task, const task_base* running) {
+[[gnu::cold, gnu::noinline]] void report_waiting_inside(const task_base* task, const task_base* running) noexcept {
   if (running == task) {
     report(diagnostic_kind::misuse, std::string("task '") + task->name +
                                         "' waited for from inside its own execution: it can never complete");
