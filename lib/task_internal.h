@@ -92,10 +92,11 @@ task_base* running_task_awaited_by(const task_base* task) noexcept;
 // waiters_of is the event count threads waiting for `task` sleep on (a striped table).
 event_count<>& waiters_of(const void* task) noexcept;
 
-// retract is try_retract_and_execute at a given recursion depth. At depth 0 the caller
-// holds a handle to `task` (wait, try_retract_and_execute): the queue's reference may be
-// left to the handles (task_state::leave_reference_to_handles).
-bool retract(task_base* task, unsigned depth) noexcept;
+// retract is try_retract_and_execute at a given recursion depth. `through` (depth 0 only):
+// the pointer of the handle the caller waits through; if it still holds `task` once the
+// task completed here, the queue's reference is left to the handles
+// (task_state::leave_reference_to_handles) — a body may have dropped that handle.
+bool retract(task_base* task, unsigned depth, task_base* const* through = nullptr) noexcept;
 
 // pipe_access reaches a pipe's private state.
 struct pipe_access {

@@ -76,7 +76,7 @@ event_count<>& waiters_of(const void* task) noexcept {
   return table[(bits ^ (bits >> 6) ^ (bits >> 12)) % table.size()].events;
 }
 
-bool retract(task_base* task, unsigned depth) noexcept {
+bool retract(task_base* task, unsigned depth, task_base* const* through) noexcept {
   if (task->is_completed()) return true;
   if (depth > max_retraction_depth) return false;
   // Prerequisites first. An event's list is read only once triggered: until then its
@@ -104,36 +104,43 @@ bool retract(task_base* task, unsigned depth) noexcept {
     if (completed_here) ready_loop(nullptr).complete_ran(task);
   }
   if (took_entry) {
-    // The queue's reference is this thread's now. Called for the task itself (depth 0),
-    // the caller holds a handle, so the handles can take it over — one store instead of a
-    // read-modify-write, and the last handle's drop frees the task in one go. A task it
-    // did not complete itself may still be written: release normally.
-    if (completed_here && depth == 0) {
+    // The queue's reference is this thread's now. While the handle the caller waits
+    // through still holds the task, the handles can take it over — one store instead of a
+    // read-modify-write, and the last handle's drop frees the task in one go. Otherwise
+    // (the body dropped that handle, or the task is not complete yet: it may still be
+    // written) release it as any reference.
+    if (completed_here && through != nullptr && *through == task) {
       task->state.leave_reference_to_handles();
-    } else {
-      release(task);
+      return true;
     }
+    bool done = ran || task->is_completed();
+    release(task);
+    return done;
   }
   return ran || task->is_completed();
 }
 
-bool try_retract_and_execute(task_base* task) noexcept {
+bool try_retract_and_execute(task_base* task, task_base* const* through) noexcept {
   if (is_running_here(task)) {
     report(diagnostic_kind::misuse, std::string("task '") + task->name +
                                         "' retracted from inside its own execution; ignored");
     return false;
   }
-  return retract(task, 0);
+  return retract(task, 0, through);
 }
 
-bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept {
+bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline,
+          task_base* const* through) noexcept {
   if (task->is_completed()) return true;
   if (task_base* running = innermost_running != nullptr ? running_task_awaited_by(task) : nullptr) {
     report_waiting_inside(task, running);
     return false;
   }
   for (;;) {
-    retract(task, 0);
+    retract(task, 0, through);
+    // A body run here that dropped or replaced the handle waited through may have freed the
+    // task: the handle no longer names it, so there is nothing left to wait for.
+    if (through != nullptr && *through != task) return true;
     if (task->is_completed()) return true;
     if (help(task)) continue;
     for (int i = 0; i < spin_checks; ++i) {

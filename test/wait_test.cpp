@@ -85,6 +85,22 @@ TEST_CASE("wait: a task a waiter took back off its own deque goes with its last 
     one = task<int>();
     CHECK(live() == 0);
   }
+  SUBCASE("its body drops the handle it is waited through") {
+    task<int> self;
+    self = pool.launch("drops its handle", [&self] {
+      self = task<int>();
+      return 1;
+    });
+    CHECK(self.try_retract_and_execute());
+    CHECK_FALSE(self.is_valid());
+    CHECK(live() == 0);
+    self = pool.launch("drops its handle", [&self] {
+      self = task<int>();
+      return 2;
+    });
+    self.wait();  // returns: the handle no longer names a task
+    CHECK(live() == 0);
+  }
   SUBCASE("a later task keeps it until that task starts, after the last handle went") {
     task<int> one = pool.launch("one", [] { return 1; });
     one.wait();

@@ -68,7 +68,7 @@ class task<void> {
 
   // wait returns once the task completed. Never throws.
   void wait() const noexcept {
-    if (base_ != nullptr) detail::wait(base_, nullptr);
+    if (base_ != nullptr) detail::wait(base_, nullptr, &base_);
   }
 
   // wait returns whether the task completed within `timeout` (retraction still runs
@@ -77,13 +77,13 @@ class task<void> {
   bool wait(std::chrono::duration<Rep, Period> timeout) const noexcept {
     if (base_ == nullptr) return true;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
-    return detail::wait(base_, &deadline);
+    return detail::wait(base_, &deadline, &base_);
   }
 
   // try_retract_and_execute runs the task on this thread if it has not started yet (after
   // its prerequisites); true if it is now completed or ran here (nested tasks may still run).
   bool try_retract_and_execute() const noexcept {
-    return base_ == nullptr || detail::try_retract_and_execute(base_);
+    return base_ == nullptr || detail::try_retract_and_execute(base_, &base_);
   }
 
   // get_result waits, then rethrows the body's exception if it threw.

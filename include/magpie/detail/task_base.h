@@ -188,11 +188,15 @@ void trigger(task_base* event) noexcept;
 void complete_now(task_base* task) noexcept;
 
 // wait waits for `task`: retraction, a brief spin, then blocking; false on time-out.
-bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline) noexcept;
+// `through` is the handle's pointer the caller waits through, if it has one: while it still
+// holds `task` after a retraction, the queue's reference can be left to the handles
+// (lib/task_wait.cpp).
+bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline,
+          task_base* const* through = nullptr) noexcept;
 
 // try_retract_and_execute runs `task` (after its prerequisites) on this thread if it has
-// not started; true if it is complete or was run here.
-bool try_retract_and_execute(task_base* task) noexcept;
+// not started; true if it is complete or was run here. `through` as for wait.
+bool try_retract_and_execute(task_base* task, task_base* const* through = nullptr) noexcept;
 
 // rethrow_if_failed rethrows the body's exception, marking it observed.
 void rethrow_if_failed(task_base* task);
