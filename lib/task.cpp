@@ -349,19 +349,16 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     task->state.add_locks(1);  // the pipe's lock
     pipe_access::task_added(*into);
   }
-  if (into == nullptr && task->prerequisite_groups == nullptr) {
+  const bool unshared = into == nullptr && task->prerequisite_groups == nullptr;
+  if (unshared) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
     if (task->kind == task_kind::queued) {
       schedule(task);  // what the ready loop would do, without it
       return;
     }
-    ready_loop loop(nullptr);
-    loop.lock_released(task, 0);
-    loop.drain();
-    return;
   }
   ready_loop loop(nullptr);
-  loop.lock_released(task, task->state.release_lock());
+  loop.lock_released(task, unshared ? 0 : task->state.release_lock());
   loop.drain();
 }
 
