@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -86,38 +87,51 @@ inline long nqueens_answer(int n) {
   return known[n];
 }
 
+// matmul_row computes row i of C = A × B (n × n, row-major). It is opaque, like
+// serial_fib, so that every system runs the same machine code: inlined into each system's
+// loop body, GCC vectorised it differently per executable (oneTBB's one-thread loop ran 30 %
+// slower than the serial one), and the kernel's code, not the scheduler, set the ratio.
+WORKLOADS_OPAQUE inline void matmul_row(const double* __restrict a, const double* __restrict b,
+                                        double* __restrict c, std::size_t n, std::size_t i) {
+  double* row = c + i * n;
+  for (std::size_t j = 0; j < n; ++j) row[j] = 0.0;
+  for (std::size_t k = 0; k < n; ++k) {
+    double aik = a[i * n + k];
+    const double* b_row = b + k * n;
+    for (std::size_t j = 0; j < n; ++j) row[j] += aik * b_row[j];
+  }
+}
+
 // matmul: C = A × B, one parallel_for over rows.
 template <class S>
 void matmul(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, std::size_t n) {
-  S::parallel_for(n, [&](std::size_t i) {
-    for (std::size_t j = 0; j < n; ++j) c[i * n + j] = 0.0;
-    for (std::size_t k = 0; k < n; ++k) {
-      double aik = a[i * n + k];
-      for (std::size_t j = 0; j < n; ++j) c[i * n + j] += aik * b[k * n + j];
+  S::parallel_for(n, [&](std::size_t i) { matmul_row(a.data(), b.data(), c.data(), n, i); });
+}
+
+// mandelbrot_row sums the escape iterations of row y of a width × width grid; opaque for
+// the reason matmul_row is.
+WORKLOADS_OPAQUE inline long mandelbrot_row(std::size_t width, std::size_t y) {
+  long sum = 0;
+  for (std::size_t x = 0; x < width; ++x) {
+    double cr = -2.0 + 2.5 * static_cast<double>(x) / static_cast<double>(width);
+    double ci = -1.25 + 2.5 * static_cast<double>(y) / static_cast<double>(width);
+    double zr = 0.0, zi = 0.0;
+    int i = 0;
+    for (; i < 256 && zr * zr + zi * zi < 4.0; ++i) {
+      double t = zr * zr - zi * zi + cr;
+      zi = 2.0 * zr * zi + ci;
+      zr = t;
     }
-  });
+    sum += i;
+  }
+  return sum;
 }
 
 // mandelbrot: escape iterations summed over a width × width grid, rows in parallel.
 template <class S>
 long mandelbrot(std::size_t width) {
   std::vector<long> rows(width, 0);
-  S::parallel_for(width, [&](std::size_t y) {
-    long sum = 0;
-    for (std::size_t x = 0; x < width; ++x) {
-      double cr = -2.0 + 2.5 * static_cast<double>(x) / static_cast<double>(width);
-      double ci = -1.25 + 2.5 * static_cast<double>(y) / static_cast<double>(width);
-      double zr = 0.0, zi = 0.0;
-      int i = 0;
-      for (; i < 256 && zr * zr + zi * zi < 4.0; ++i) {
-        double t = zr * zr - zi * zi + cr;
-        zi = 2.0 * zr * zi + ci;
-        zr = t;
-      }
-      sum += i;
-    }
-    rows[y] = sum;
-  });
+  S::parallel_for(width, [&](std::size_t y) { rows[y] = mandelbrot_row(width, y); });
   long total = 0;
   for (long each : rows) total += each;
   return total;
