@@ -108,6 +108,7 @@ void scheduler::attach(named_thread thread) {
   context.owner = impl_.get();
   context.facade = this;
   context.named = static_cast<int>(thread.index());
+  context.deque = &impl_->named[thread.index()].deque;
   detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
   // release: a thief that sees the bit also sees the deque's new owner binding
@@ -131,6 +132,7 @@ void scheduler::detach() {
   }
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
+  context.deque = nullptr;
   detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
   if (context.running == 0) {
     context.owner = nullptr;

@@ -175,6 +175,7 @@ void scheduler::impl::execute(work_item* item, worker* self) {
     // the item must not see it (launches and task_groups inside would push onto it).
     context.self = nullptr;
     context.named = -1;
+    context.deque = nullptr;
   }
   context.owner = this;
   context.facade = &facade;
@@ -202,6 +203,7 @@ void scheduler::impl::run_worker(worker& self) {
   context.owner = this;
   context.facade = &facade;
   context.self = &self;
+  context.deque = self.standby ? nullptr : &self.deque;  // a standby worker takes no pushes
   detail::renew_own_deque_generation();
   worker_info info{self.index, self.kind, self.standby};
   if (options.on_worker_start) options.on_worker_start(info);

@@ -95,6 +95,9 @@ struct thread_context {
   unsigned helping = 0;                  // depth of try_run_one calls on this thread
   int named = -1;                        // attached named thread index, or -1
   magpie::scheduler* facade = nullptr;
+  // own_deque's answer for `owner`, kept beside `self` and `named` so the launch and wait
+  // paths read one field instead of working it out from them.
+  detail::work_stealing_deque<work_item*>* deque = nullptr;
 };
 
 // The calling thread's context: constant-initialised, so every access is one
@@ -156,10 +159,7 @@ struct scheduler::impl {
 };
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const thread_context& context) {
-  if (context.owner != this) return nullptr;
-  if (context.self != nullptr) return context.self->standby ? nullptr : &context.self->deque;
-  if (context.named >= 0) return &named[static_cast<std::size_t>(context.named)].deque;  // an attached thread's own
-  return nullptr;
+  return context.owner == this ? context.deque : nullptr;
 }
 
 namespace detail {

@@ -392,12 +392,14 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     context.facade = &task->owner->facade;
     context.self = nullptr;
     context.named = -1;
+    context.deque = nullptr;
     ++context.running;
     task->type(task, task_op::run);
     context.owner = saved.owner;
     context.facade = saved.facade;
     context.self = saved.self;
     context.named = saved.named;
+    context.deque = saved.deque;
     context.running = saved.running;
   }
   innermost_running = mine.outer;
