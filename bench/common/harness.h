@@ -130,9 +130,12 @@ inline void record(const options& chosen, const std::string& system, const std::
                    std::uint64_t tasks) {
   std::sort(seconds.begin(), seconds.end());
   double median = seconds[seconds.size() / 2];
-  std::printf("%-10s %-22s %-12s threads=%-3u median=%.6fs  %.1f ns/task/core\n", system.c_str(),
-              workload.c_str(), param.c_str(), threads, median,
-              tasks > 0 ? median * 1e9 * threads / static_cast<double>(tasks) : 0.0);
+  std::printf("%-10s %-22s %-12s threads=%-3u median=%.6fs", system.c_str(), workload.c_str(), param.c_str(),
+              threads, median);
+  if (tasks > 0) {  // loops and latencies have no task count of their own
+    std::printf("  %.1f ns/task/core", median * 1e9 * threads / static_cast<double>(tasks));
+  }
+  std::printf("\n");
   long peak = peak_rss_kb();
   reset_peak_rss();  // the next measurement's window, for those that do not use time_runs
   if (chosen.json_path.empty()) return;
