@@ -31,7 +31,13 @@ void detail::renew_own_deque_generation() noexcept {
   own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
 }
 
-task_group::task_group() : task_group(detail::scheduler_for_free_functions()) {}
+task_group::task_group() : home_(detail::this_thread_tag()) {
+  // scheduler_for_free_functions' answer, from the context this reads anyway: owner and
+  // facade are set and cleared together. fib makes a group per call.
+  const thread_context& context = this_thread_context();
+  owner_ = context.owner != nullptr ? context.owner : &detail::scheduler_access::of(default_scheduler());
+  remember_home(context);
+}
 
 task_group::task_group(scheduler& owner)
     : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {
