@@ -353,7 +353,13 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
   if (unshared) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
     if (task->kind == task_kind::queued) {
-      schedule(task);  // what the ready loop would do, without it
+      // What the ready loop would do, without it. The handle has not left launch() yet, so
+      // no waiter can be blocked on the task: one for the workers skips schedule's check.
+      if (task->target == target_none) {
+        task->owner->schedule(task, task->task_priority);
+      } else {
+        schedule(task);
+      }
       return;
     }
   }
