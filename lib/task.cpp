@@ -168,10 +168,6 @@ constinit thread_local running_frame* innermost_running = nullptr;
 
 // --- memory and references ---------------------------------------------------------------
 
-void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
-
-void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
-
 void count_created() noexcept { bump(my_slot().created); }
 
 std::int64_t live_tasks() noexcept {

@@ -153,8 +153,8 @@ struct task_with_result<void> : task_base {};
 // --- lib/task.cpp -------------------------------------------------------------------------
 
 // memory: every task block comes from the task pool; `bytes` is recorded for the free.
-void* allocate_task(std::size_t bytes);
-void free_task(void* memory, std::size_t bytes) noexcept;
+inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
+inline void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
 
 // add_handle / drop_handle / add_reference / release count references.
 void add_handle(task_base* task) noexcept;
