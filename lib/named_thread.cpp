@@ -100,6 +100,13 @@ void scheduler::attach(named_thread thread) {
                                         thread_name(static_cast<std::uint32_t>(context.named)));
     return;
   }
+  if (context.running > 0) {
+    // The item's runner restores this thread's context when the item returns, which would
+    // undo the attach and leave the named thread marked attached to nobody.
+    report(diagnostic_kind::misuse, "scheduler: attach() called inside a work item this thread runs; ignored "
+                                    "(attach before running work, or after it returns)");
+    return;
+  }
   if (impl_->named[thread.index()].attached.exchange(true, std::memory_order_acq_rel)) {  // acq_rel: one owner at a time
     report(diagnostic_kind::misuse, "scheduler: named thread " + thread_name(thread.index()) +
                                         " is already attached to another thread");
@@ -130,14 +137,19 @@ void scheduler::detach() {
       return;
     }
   }
+  if (context.running > 0) {
+    // As in attach: the item's runner would restore the attached context on return, and
+    // this thread would go on using a deque another thread may attach to meanwhile.
+    report(diagnostic_kind::misuse, "scheduler: detach() called inside a work item this thread runs (as " +
+                                        thread_name(index) + "); ignored (detach after it returns)");
+    return;
+  }
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
   context.deque = nullptr;
   detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
-  if (context.running == 0) {
-    context.owner = nullptr;
-    context.facade = nullptr;
-  }
+  context.owner = nullptr;
+  context.facade = nullptr;
 }
 
 std::size_t scheduler::process_until_idle(named_thread thread, thread_queue queue) {

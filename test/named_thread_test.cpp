@@ -1,6 +1,7 @@
 // Tests for named threads (include/magpie/scheduler.h): attach, FIFO per producer, the
 // two queues, processing loops, re-entry and shutdown.
 #include <magpie/scheduler.h>
+#include <magpie/task.h>
 
 #include "job.h"
 #include "support.h"
@@ -165,6 +166,50 @@ TEST_CASE("named_thread: detaching while processing its queue is reported and ig
   CHECK(recorder.reports()[0].message.find("detach() called while processing") != std::string::npos);
   launch_on(pool, named_thread::game, [&] {}, thread_queue::local);
   CHECK(pool.process_until_idle(named_thread::game, thread_queue::local) == 1);  // and still attached after
+}
+
+TEST_CASE("named_thread: attach and detach inside a work item the thread runs are reported and ignored") {
+  // The item's runner restores the thread's context when the item returns: a detach inside
+  // would be undone while the named thread stayed free for another thread to attach.
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool(0));
+  {
+    attached_as game(pool, named_thread::game);
+    bool attached_inside = false;
+    magpie::task<> detaching = pool.launch("detaching", [&] {
+      pool.detach();
+      attached_inside = scheduler::current_named_thread() == named_thread::game;
+    });
+    detaching.wait();  // run here, by the attached thread
+    CHECK(attached_inside);
+    CHECK(scheduler::current_named_thread() == named_thread::game);
+    REQUIRE(recorder.count() == 1);
+    CHECK(recorder.reports()[0].message.find("detach() called inside a work item") != std::string::npos);
+    bool other_attached = true;  // game is still ours: another thread cannot take it
+    std::thread other([&] {
+      pool.attach(named_thread::game);
+      other_attached = scheduler::current_named_thread().has_value();
+    });
+    other.join();
+    CHECK_FALSE(other_attached);
+    CHECK(recorder.count() == 2);
+  }
+  CHECK_FALSE(scheduler::current_named_thread().has_value());  // the real detach went through
+
+  // An unattached helper runs an item that tries to attach.
+  magpie::task<> attaching = pool.launch("attaching", [&] { pool.attach(named_thread::render); });
+  while (!attaching.is_completed()) pool.try_run_one();
+  REQUIRE(recorder.count() == 3);
+  CHECK(recorder.reports()[2].message.find("attach() called inside a work item") != std::string::npos);
+  CHECK_FALSE(scheduler::current_named_thread().has_value());
+  bool render_attached = false;  // render was never taken
+  std::thread render([&] {
+    attached_as thread(pool, named_thread::render);
+    render_attached = scheduler::current_named_thread() == named_thread::render;
+  });
+  render.join();
+  CHECK(render_attached);
+  CHECK(recorder.count() == 3);
 }
 
 TEST_CASE("named_thread: attaching a named thread that is already attached is reported") {

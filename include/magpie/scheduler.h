@@ -154,12 +154,14 @@ class scheduler {
   // threads help, and how work runs at all with zero workers. Returns whether it ran one.
   bool try_run_one();
 
-  // attach registers the calling thread as `thread` for this scheduler.
+  // attach registers the calling thread as `thread` for this scheduler. Called inside a work
+  // item or task body the thread runs, it is reported as misuse and ignored.
   void attach(named_thread thread);
 
   // detach undoes attach for the calling thread. Called from inside the processing of one
-  // of the thread's own queues (process_until_idle / process_until_request_return), it is
-  // reported as misuse and ignored: return from the processing call first.
+  // of the thread's own queues (process_until_idle / process_until_request_return), or
+  // inside any work item or task body the thread runs, it is reported as misuse and
+  // ignored: return from the processing call (or the item) first.
   void detach();
 
   // process_until_idle runs `thread`'s queue until it is empty and returns how many items
