@@ -78,35 +78,7 @@ class work_stealing_deque {
     check_owner("pop");
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    // One item at most (top only grows, so an old top over-counts): take it the thieves'
-    // way, with their CAS on top and no store to bottom — one read-modify-write instead of
-    // the fence below plus that same CAS. A launch followed by a wait lands here.
-    std::int64_t seen = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s load of top
-    if (seen > b) return std::nullopt;
-    if (seen == b) {
-      T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
-      bool won = top_.compare_exchange_strong(seen, seen + 1, std::memory_order_seq_cst,
-                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
-      if (!won) return std::nullopt;  // a thief took it: the deque is empty
-      return item;
-    }
-    // seq_cst store then seq_cst load: the paper's fence. Either a thief sees the lowered
-    // bottom, or we see its raised top (Dekker) — never both of us taking the last item.
-    bottom_.store(b, std::memory_order_seq_cst);
-    std::int64_t t = top_.load(std::memory_order_seq_cst);
-    if (t > b) {
-      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
-      return std::nullopt;
-    }
-    T item = r->get(b);
-    if (t == b) {
-      // The last item: race the thieves for it by moving top, as they do.
-      bool won = top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
-      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
-      if (!won) return std::nullopt;
-    }
-    return item;
+    return pop_at(b, r);
   }
 
   // pop_matching pops the newest item only if `wanted(item)` holds (else it stays): a
@@ -125,10 +97,10 @@ class work_stealing_deque {
   // without dereferencing: the slot may be stale. Owner thread only.
   bool pop_if(T expected) {
     check_owner("pop_if");
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b == 0 || r->get(b - 1) != expected) return false;  // the owner wrote that slot itself
-    return pop().has_value();  // a thief may have taken it meanwhile: pop settles that
+    if (b < 0 || r->get(b) != expected) return false;  // the owner wrote that slot itself
+    return pop_at(b, r).has_value();  // a thief may have taken it meanwhile: pop settles that
   }
 
   // steal removes the oldest item, or returns nothing when the deque is empty or another
@@ -189,6 +161,39 @@ class work_stealing_deque {
     const std::int64_t mask;
     std::unique_ptr<atomic<T>[]> slots;
   };
+
+  // pop_at is pop() once the owner has read bottom − 1 and the ring.
+  std::optional<T> pop_at(std::int64_t b, ring* r) {
+    // One item at most (top only grows, so an old top over-counts): take it the thieves'
+    // way, with their CAS on top and no store to bottom — one read-modify-write instead of
+    // the fence below plus that same CAS. A launch followed by a wait lands here.
+    std::int64_t seen = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s load of top
+    if (seen > b) return std::nullopt;
+    if (seen == b) {
+      T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
+      bool won = top_.compare_exchange_strong(seen, seen + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
+      if (!won) return std::nullopt;  // a thief took it: the deque is empty
+      return item;
+    }
+    // seq_cst store then seq_cst load: the paper's fence. Either a thief sees the lowered
+    // bottom, or we see its raised top (Dekker) — never both of us taking the last item.
+    bottom_.store(b, std::memory_order_seq_cst);
+    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    if (t > b) {
+      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
+      return std::nullopt;
+    }
+    T item = r->get(b);
+    if (t == b) {
+      // The last item: race the thieves for it by moving top, as they do.
+      bool won = top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed);  // relaxed: on failure we read nothing more
+      bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
+      if (!won) return std::nullopt;
+    }
+    return item;
+  }
 
   // Out of line: push() stays small and inlines into its callers.
   [[gnu::noinline]] ring* grow(ring* old, std::int64_t t, std::int64_t b) {
