@@ -105,9 +105,8 @@ bool can_run_here(const task_base* task) noexcept {
   return !is_background(task->task_priority) || context.self->kind == worker_kind::background;
 }
 
-void schedule(task_base* task) noexcept {
-  // Read before the push: once queued, the task may run and be freed at any moment.
-  bool wake_waiter = task->has_flag(has_waiter);
+// enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
+void enqueue(task_base* task) noexcept {
   if (task->target == target_none) {
     task->owner->schedule(task, task->task_priority);
   } else {
@@ -115,6 +114,13 @@ void schedule(task_base* task) noexcept {
                                  (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
                                  (task->target & 1u) != 0);
   }
+}
+
+// schedule enqueues a task that became ready, and wakes a waiter blocked on it.
+void schedule(task_base* task) noexcept {
+  // Read before the push: once queued, the task may run and be freed at any moment.
+  bool wake_waiter = task->has_flag(has_waiter);
+  enqueue(task);
   // A blocked waiter retries retraction now that the task can run.
   if (wake_waiter) waiters_of(task).notify_all();
 }
@@ -325,10 +331,6 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
   loop.drain();
 }
 
-bool claim_prerequisites(task_base* task) noexcept {
-  return task->prerequisite_groups != nullptr && task->state.try_claim_prerequisites();
-}
-
 void drop_prerequisite_references(task_base* task) noexcept {
   for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
     for (std::uint32_t i = 0; i < group->count; ++i) {
@@ -350,12 +352,8 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
     if (task->kind == task_kind::queued) {
       // What the ready loop would do, without it. The handle has not left launch() yet, so
-      // no waiter can be blocked on the task: one for the workers skips schedule's check.
-      if (task->target == target_none) {
-        task->owner->schedule(task, task->task_priority);
-      } else {
-        schedule(task);
-      }
+      // no waiter can be blocked on the task: enqueue, without schedule's waiter check.
+      enqueue(task);
       return;
     }
   }

@@ -59,8 +59,11 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept;
 // claim_prerequisites is true for the one caller that takes over the references a task
 // holds on its prerequisites before it begins (a waiter retracting them, an event's
 // completer); that caller may read the edges, then calls drop_prerequisite_references. A
-// task that begins unclaimed takes them itself (task_state::try_begin_execution).
-bool claim_prerequisites(task_base* task) noexcept;
+// task that begins unclaimed takes them itself (task_state::try_begin_execution). Inline:
+// a task without prerequisites, the common case on the wait path, costs one load.
+inline bool claim_prerequisites(task_base* task) noexcept {
+  return task->prerequisite_groups != nullptr && task->state.try_claim_prerequisites();
+}
 void drop_prerequisite_references(task_base* task) noexcept;
 
 // finish_body releases the body's part of a task that ran on this thread; true when that
