@@ -13,6 +13,7 @@ rounds' medians.
 """
 import argparse
 import json
+import statistics
 import sys
 
 # Peers in the order their columns appear; any other system follows, then the baseline.
@@ -26,9 +27,7 @@ def merge_rounds(records):
     if len(records) == 1:
         return records[0]
     merged = dict(records[-1])
-    medians = sorted(record["median_s"] for record in records)
-    middle = len(medians) // 2
-    merged["median_s"] = medians[middle] if len(medians) % 2 else (medians[middle - 1] + medians[middle]) / 2
+    merged["median_s"] = statistics.median(record["median_s"] for record in records)
     merged["min_s"] = min(record["min_s"] for record in records)
     merged["max_s"] = max(record["max_s"] for record in records)
     merged["runs"] = sum(record["runs"] for record in records)
