@@ -69,6 +69,8 @@ def cell(record, memory=False):
         return "-"
     if memory:
         return f"{record['peak_rss_kb'] / 1024:.1f} MB"
+    if record.get("unit") == "ratio":  # a ratio timed in pairs (fib_cutoff_over_serial)
+        return f"{record['median_s']:.3f}x"
     if record["tasks"]:
         return f"{record['median_s'] * 1e9 * record['threads'] / record['tasks']:.1f} ns"
     micros = record["median_s"] * 1e6
@@ -119,7 +121,8 @@ def main():
             theirs = systems.get(peer)
             line += f"  {cell(theirs, args.memory):>11} {ratio(mine, theirs, field):>6}"
         one = rows.get((workload, param, 1), {}).get("magpie")
-        speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if mine and one and threads > 1 and mine["median_s"] > 0 else ""
+        timed = mine and mine.get("unit", "s") == "s"
+        speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if timed and one and threads > 1 and mine["median_s"] > 0 else ""
         print(line + "  " + ("" if args.memory else speedup))
     if args.memory:
         print("\ncells: peak resident memory of the process while the measurement ran (its own window: the")
@@ -127,8 +130,9 @@ def main():
         print("measurements is still resident and counts); ratio: magpie / peer")
         return 0
     print("\ncells: ns per task per core (wall time x threads / tasks) where a workload counts tasks, else the")
-    print("median in microseconds (idle_cpu: CPU time used in 100 ms idle); ratio: magpie / peer, below 1 = magpie")
-    print("faster; speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
+    print("median in microseconds (idle_cpu: CPU time used in 100 ms idle), or a factor (…_over_serial: each")
+    print("system's time over serial's, timed in alternating pairs in one process); ratio: magpie / peer, below")
+    print("1 = magpie faster; speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
     return 0
 
 

@@ -4,7 +4,7 @@
 // appends one JSON object per (workload, param, threads) to --json, and
 // tools/bench_table.py prints the table with ratios against the peers of the same run.
 //   schema: {workload, param, system, threads, median_s, min_s, max_s, runs, tasks,
-//            peak_rss_kb, host, compiler, git}
+//            peak_rss_kb, host, compiler, git, unit}   (unit "s", or "ratio": see record)
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -118,6 +118,41 @@ std::vector<double> time_runs(int runs, Once&& once) {
   return seconds;
 }
 
+// time_pairs times `baseline` and `measured` alternately, `pairs` times each after a
+// warm-up of both (which goes first alternates too), and returns measured's seconds over
+// baseline's, pair by pair: a ratio between two runs a few milliseconds apart, which a
+// host's speed spells (minutes long on shared VMs) slow down together. Each must check its
+// own answer, as for time_runs. `measured_seconds` receives measured's own times.
+template <class Baseline, class Measured>
+std::vector<double> time_pairs(int pairs, Baseline&& baseline, Measured&& measured,
+                               std::vector<double>& measured_seconds) {
+  reset_peak_rss();
+  auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  do {
+    baseline();
+    measured();
+  } while (std::chrono::steady_clock::now() < warm_until);
+  auto seconds_of = [](auto& once) {
+    auto start = std::chrono::steady_clock::now();
+    once();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<double> ratios;
+  for (int i = 0; i < pairs; ++i) {
+    double base = 0.0, mine = 0.0;
+    if (i % 2 == 0) {
+      base = seconds_of(baseline);
+      mine = seconds_of(measured);
+    } else {
+      mine = seconds_of(measured);
+      base = seconds_of(baseline);
+    }
+    measured_seconds.push_back(mine);
+    ratios.push_back(mine / base);
+  }
+  return ratios;
+}
+
 inline std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -125,13 +160,15 @@ inline std::string host_name() {
 }
 
 // record prints one line and appends the JSON object for one measurement.
+// A ratio (time_pairs) is recorded with unit "ratio": it rides in median_s, so rounds
+// merge and tables compare it as any measurement, and the table prints it as a factor.
 inline void record(const options& chosen, const std::string& system, const std::string& workload,
                    const std::string& param, unsigned threads, std::vector<double> seconds,
-                   std::uint64_t tasks) {
+                   std::uint64_t tasks, const char* unit = "s") {
   std::sort(seconds.begin(), seconds.end());
   double median = seconds[seconds.size() / 2];
-  std::printf("%-10s %-22s %-12s threads=%-3u median=%.6fs", system.c_str(), workload.c_str(), param.c_str(),
-              threads, median);
+  std::printf("%-10s %-22s %-12s threads=%-3u median=%.6f%s", system.c_str(), workload.c_str(), param.c_str(),
+              threads, median, std::string(unit) == "s" ? "s" : "x");
   if (tasks > 0) {  // loops and latencies have no task count of their own
     std::printf("  %.1f ns/task/core", median * 1e9 * threads / static_cast<double>(tasks));
   }
@@ -143,7 +180,7 @@ inline void record(const options& chosen, const std::string& system, const std::
       {"workload", workload}, {"param", param}, {"system", system}, {"threads", threads},
       {"median_s", median}, {"min_s", seconds.front()}, {"max_s", seconds.back()},
       {"runs", seconds.size()}, {"tasks", tasks}, {"peak_rss_kb", peak},
-      {"host", host_name()}, {"compiler", __VERSION__}, {"git", chosen.git},
+      {"host", host_name()}, {"compiler", __VERSION__}, {"git", chosen.git}, {"unit", unit},
   };
   std::ofstream(chosen.json_path, std::ios::app) << line.dump() << '\n';
 }
