@@ -116,6 +116,8 @@ void scheduler::attach(named_thread thread) {
   context.facade = this;
   context.named = static_cast<int>(thread.index());
   context.deque = &impl_->named[thread.index()].deque;
+  context.push_gate = &impl_->accepting;
+  context.wakes_workers = !impl_->workers.empty();
   detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
   // release: a thief that sees the bit also sees the deque's new owner binding
@@ -147,6 +149,8 @@ void scheduler::detach() {
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   context.named = -1;
   context.deque = nullptr;
+  context.push_gate = nullptr;
+  context.wakes_workers = false;
   detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
   context.owner = nullptr;
   context.facade = nullptr;

@@ -32,7 +32,7 @@ constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std:
 
 }  // namespace
 
-constinit thread_local thread_context current_thread_context;
+constinit thread_local thread_context detail::current_thread_context;
 
 unsigned default_worker_count() noexcept {
   unsigned hardware = std::thread::hardware_concurrency();
@@ -204,6 +204,8 @@ void scheduler::impl::run_worker(worker& self) {
   context.facade = &facade;
   context.self = &self;
   context.deque = self.standby ? nullptr : &self.deque;  // a standby worker takes no pushes
+  context.push_gate = nullptr;  // a worker's pushes need no check
+  context.wakes_workers = true;
   detail::renew_own_deque_generation();
   worker_info info{self.index, self.kind, self.standby};
   if (options.on_worker_start) options.on_worker_start(info);

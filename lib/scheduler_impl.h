@@ -5,6 +5,7 @@
 #include <magpie/detail/deque.h>
 #include <magpie/detail/event_count.h>
 #include <magpie/detail/injection_queue.h>
+#include <magpie/detail/thread_context.h>
 #include <magpie/scheduler.h>
 
 #include <array>
@@ -87,22 +88,8 @@ struct named_thread_state {
   detail::work_stealing_deque<work_item*> deque;
 };
 
-// thread_context is what a thread knows about the scheduler it works for.
-struct thread_context {
-  scheduler::impl* owner = nullptr;  // set for workers, attached threads and helpers
-  worker* self = nullptr;                // set on worker threads
-  unsigned running = 0;                  // depth of work items this thread runs as a non-worker
-  unsigned helping = 0;                  // depth of try_run_one calls on this thread
-  int named = -1;                        // attached named thread index, or -1
-  magpie::scheduler* facade = nullptr;
-  // own_deque's answer for `owner`, kept beside `self` and `named` so the launch and wait
-  // paths read one field instead of working it out from them.
-  detail::work_stealing_deque<work_item*>* deque = nullptr;
-};
-
-// The calling thread's context: constant-initialised, so every access is one
-// thread-pointer-relative load (no guard, no call) — it sits on the spawn and launch paths.
-extern constinit thread_local thread_context current_thread_context;
+using detail::current_thread_context;
+using detail::thread_context;
 
 inline thread_context& this_thread_context() noexcept { return current_thread_context; }
 

@@ -31,25 +31,11 @@ void detail::renew_own_deque_generation() noexcept {
   own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
 }
 
-task_group::task_group() : home_(detail::this_thread_tag()) {
-  // scheduler_for_free_functions' answer, from the context this reads anyway: owner and
-  // facade are set and cleared together. fib makes a group per call.
-  const thread_context& context = this_thread_context();
-  owner_ = context.owner != nullptr ? context.owner : &detail::scheduler_access::of(default_scheduler());
-  remember_home(context);
-}
+scheduler::impl* task_group::default_owner() noexcept { return &detail::scheduler_access::of(default_scheduler()); }
 
 task_group::task_group(scheduler& owner)
     : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {
   remember_home(this_thread_context());
-}
-
-void task_group::remember_home(const thread_context& context) noexcept {
-  home_generation_ = detail::own_deque_generation;
-  if (home_generation_ == 0) return;  // no deque of its own yet: the general paths look each time
-  home_deque_ = owner_->own_deque(context);
-  if (home_deque_ != nullptr && context.self == nullptr) home_accepting_ = &owner_->accepting;
-  wakes_workers_ = !owner_->workers.empty();
 }
 
 void task_group::join_unjoined() noexcept {

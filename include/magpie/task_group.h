@@ -32,6 +32,7 @@
 
 #include <magpie/detail/deque.h>
 #include <magpie/detail/task_pool.h>
+#include <magpie/detail/thread_context.h>
 #include <magpie/detail/thread_tag.h>
 #include <magpie/detail/work_item.h>
 #include <magpie/scheduler.h>
@@ -48,7 +49,6 @@
 namespace magpie {
 
 class task_group;
-struct thread_context;  // lib/scheduler_impl.h
 
 namespace detail {
 
@@ -83,7 +83,17 @@ class task_group {
  public:
   // task_group uses the calling task's scheduler, else the scheduler the calling named
   // thread is attached to, else the default scheduler; or `owner`.
-  task_group();
+  //
+  // Inline: fib makes a group per call. Everything it needs is in the thread's context.
+  task_group() : home_(detail::this_thread_tag()) {
+    const detail::thread_context& context = detail::current_thread_context;
+    if (context.owner == nullptr) {
+      owner_ = default_owner();  // no deque of this thread's serves it: the general paths
+      return;
+    }
+    owner_ = context.owner;
+    remember_home(context);
+  }
   explicit task_group(scheduler& owner);
 
   // ~task_group reports a group destroyed with children not joined, then joins them —
@@ -207,15 +217,24 @@ class task_group {
     spawn_general(child, at);
   }
   void spawn_general(detail::group_child_base* child, priority at);
-  void remember_home(const thread_context& context) noexcept;
+  static scheduler::impl* default_owner() noexcept;
+  // remember_home keeps the calling thread's own deque, if it has one for owner_, with
+  // what its spawns need: read once here rather than per spawn.
+  void remember_home(const detail::thread_context& context) noexcept {
+    home_generation_ = detail::own_deque_generation;
+    if (context.owner != owner_ || context.deque == nullptr) return;  // the general paths look each time
+    home_deque_ = context.deque;
+    home_accepting_ = context.push_gate;
+    wakes_workers_ = context.wakes_workers;
+  }
   void wake_workers() noexcept;
   bool is_home() const noexcept { return detail::this_thread_tag() == home_; }
   // on_home_deque says whether the calling thread is the home thread and still owns the
-  // deque the group remembered (not detached, or re-attached, since; not a new thread that
-  // took a dead home thread's tag).
+  // deque the group remembered (not detached, or re-attached, since). No two threads ever
+  // share a generation, and a thread with a deque has a non-zero one, so the generation
+  // alone tells the home thread apart (even from a new thread that took a dead one's tag).
   bool on_home_deque() const noexcept {
-    return home_deque_ != nullptr && detail::this_thread_tag() == home_ &&
-           detail::own_deque_generation == home_generation_;
+    return home_deque_ != nullptr && detail::own_deque_generation == home_generation_;
   }
   // releases_memory says whether a finished child's block goes back to the pool.
   bool releases_memory(const void* child) const noexcept { return child != inline_child_; }
