@@ -79,7 +79,7 @@ void destroy(task_base* task) noexcept {
     delete task->extras;
   }
   bump(my_slot().destroyed);
-  task->type(task, task_op::destroy);
+  task->apply(task_op::destroy);
 }
 
 // last_handle_dropped: nobody can trigger an untriggered event any more. Out of line:
@@ -135,7 +135,7 @@ void execute(task_base* task, bool takes_prerequisites, task_base** next_slot) n
 // never_ran completes a task that lost its chance to run (its scheduler shut down).
 void never_ran(task_base* task, bool takes_prerequisites) noexcept {
   if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
-  task->type(task, task_op::drop_body);
+  task->apply(task_op::drop_body);
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
@@ -146,7 +146,9 @@ void never_ran(task_base* task, bool takes_prerequisites) noexcept {
   }
 }
 
-// run_queued is every task's work_item handler: the scheduler hands it a task it queued.
+}  // namespace
+
+// run_queued: every task type's handler sends the scheduler's actions here.
 bool run_queued(work_item* item, work_action action) noexcept {
   auto* task = static_cast<task_base*>(item);
   if (action == work_action::discard) {
@@ -167,8 +169,6 @@ bool run_queued(work_item* item, work_action action) noexcept {
   }
   return true;
 }
-
-}  // namespace
 
 constinit thread_local running_frame* innermost_running = nullptr;
 
@@ -247,7 +247,6 @@ void release(task_base* task) noexcept {
 
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
                 std::uint8_t target) noexcept {
-  task->handler = &run_queued;
   task->name = name != nullptr ? name : "";
   task->kind = kind;
   task->owner = &scheduler_access::of(owner);
@@ -383,7 +382,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     // which lets the body launch during shutdown as a worker's may.
     unsigned counted = context.self == nullptr ? 1u : 0u;
     context.running += counted;
-    task->type(task, task_op::run);
+    task->apply(task_op::run);
     context.running -= counted;
   } else {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current.
@@ -394,7 +393,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     context.named = -1;
     context.deque = nullptr;
     ++context.running;
-    task->type(task, task_op::run);
+    task->apply(task_op::run);
     context.owner = saved.owner;
     context.facade = saved.facade;
     context.self = saved.self;

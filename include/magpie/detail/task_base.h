@@ -89,12 +89,17 @@ enum task_flags : std::uint8_t {
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
 };
 
-// task_op is what a task's type-specific function is asked to do.
+// task_op is what a task's type-specific function is asked to do, beside the scheduler's
+// run and discard: the task's handler (work_item::handler) answers both, told apart by
+// the action (as_action).
 enum class task_op : std::uint8_t {
-  run,      // run the body, keep the result or the exception, destroy the body
+  run = static_cast<std::uint8_t>(work_action::item_specific),  // run the body, keep the result or the exception, destroy the body
   drop_body,  // destroy the body without running it (the task never ran)
   destroy,  // destroy the result and the object, and free its memory
 };
+
+constexpr work_action as_action(task_op op) noexcept { return static_cast<work_action>(op); }
+constexpr bool is_task_op(work_action action) noexcept { return action >= work_action::item_specific; }
 
 // task_extras holds what most tasks never need.
 struct task_extras {
@@ -109,7 +114,6 @@ struct task_extras {
 inline constexpr std::uint8_t target_none = 0xff;
 
 struct task_base : work_item {
-  using type_fn = void (*)(task_base* self, task_op op) noexcept;
 
   static constexpr std::uint64_t one_reference = 1;
   static constexpr std::uint64_t one_handle = (std::uint64_t{1} << 32) | 1;  // a handle is also a reference
@@ -122,7 +126,6 @@ struct task_base : work_item {
   std::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
   subsequent_list<task_edge> subsequents;
   scheduler::impl* owner = nullptr;
-  type_fn type = nullptr;
   edge_group* prerequisite_groups = nullptr;  // written before launch only
   task_extras* extras = nullptr;              // written before launch or by the running body
   task_base* ready_next = nullptr;            // intrusive list of the completion loop
@@ -137,6 +140,8 @@ struct task_base : work_item {
     return (flags.fetch_or(bit, std::memory_order_seq_cst) & bit) != 0;
   }
   task_extras& ensure_extras();
+  // apply asks the task's type to do `op` (handler is the type's function).
+  void apply(task_op op) noexcept { handler(this, as_action(op)); }
 };
 
 // task_with_result<R> places the result at an offset independent of the body type, so a
@@ -161,6 +166,10 @@ void add_handle(task_base* task) noexcept;
 void drop_handle(task_base* task) noexcept;
 void add_reference(task_base* task) noexcept;
 void release(task_base* task) noexcept;
+
+// run_queued is the scheduler's half of every task type's handler: it runs (or, at
+// shutdown, discards) a task the scheduler hands back.
+bool run_queued(work_item* item, work_action action) noexcept;
 
 // initialise fills in what every new task needs; `target` per task_base::target.
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner,
@@ -228,7 +237,6 @@ void count_created() noexcept;
 template <class Body, class R>
 struct task_impl final : task_with_result<R> {
   alignas(Body) unsigned char body_storage[sizeof(Body)];
-  std::uint32_t block_bytes = 0;
 
   Body& body() noexcept { return *std::launder(reinterpret_cast<Body*>(body_storage)); }
 
@@ -250,10 +258,16 @@ struct task_impl final : task_with_result<R> {
       free_task(memory, bytes);
       throw;
     }
-    self->block_bytes = static_cast<std::uint32_t>(bytes);
-    self->type = &handle;
+    self->handler = &handle;
     count_created();
     return self;
+  }
+
+  // block_bytes is what create allocated: the trailing edges, if any, are the only group
+  // a task that is not an event ever has (create_and_launch).
+  std::size_t block_bytes() const noexcept {
+    return this->prerequisite_groups == nullptr ? sizeof(task_impl)
+                                                : edges_offset() + edge_group::bytes(this->prerequisite_groups->count);
   }
 
   // trailing_group is the edge group in this task's block (only with prerequisites).
@@ -261,9 +275,10 @@ struct task_impl final : task_with_result<R> {
     return new (reinterpret_cast<unsigned char*>(this) + edges_offset()) edge_group();
   }
 
-  static void handle(task_base* base, task_op op) noexcept {
-    auto* self = static_cast<task_impl*>(base);
-    switch (op) {
+  static bool handle(work_item* item, work_action action) noexcept {
+    if (!is_task_op(action)) return run_queued(item, action);
+    auto* self = static_cast<task_impl*>(item);
+    switch (static_cast<task_op>(action)) {
       case task_op::run:
         try {
           if constexpr (std::is_void_v<R>) {
@@ -276,22 +291,23 @@ struct task_impl final : task_with_result<R> {
           self->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
         }
         self->body().~Body();
-        return;
+        return true;
       case task_op::drop_body:
         self->body().~Body();
-        return;
+        return true;
       case task_op::destroy: {
         if constexpr (!std::is_void_v<R>) {
           // The result exists if the body ran and did not throw (a task that never ran
           // holds task_never_ran as its exception).
           if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
         }
-        std::uint32_t bytes = self->block_bytes;
+        std::size_t bytes = self->block_bytes();
         self->~task_impl();
         free_task(self, bytes);
-        return;
+        return true;
       }
     }
+    return true;
   }
 };
 
@@ -309,17 +325,19 @@ struct completed_task final : task_with_result<R> {
       free_task(memory, sizeof(completed_task));
       throw;
     }
-    self->type = &handle;
+    self->handler = &handle;
     count_created();
     return self;
   }
 
-  static void handle(task_base* base, task_op op) noexcept {
-    auto* self = static_cast<completed_task*>(base);
-    if (op != task_op::destroy) return;
+  static bool handle(work_item* item, work_action action) noexcept {
+    if (!is_task_op(action)) return run_queued(item, action);
+    if (static_cast<task_op>(action) != task_op::destroy) return true;
+    auto* self = static_cast<completed_task*>(item);
     if constexpr (!std::is_void_v<R>) self->result().~R();
     self->~completed_task();
     free_task(self, sizeof(completed_task));
+    return true;
   }
 };
 
@@ -328,15 +346,17 @@ struct event_task final : task_with_result<void> {
   static event_task* create() {
     void* memory = allocate_task(sizeof(event_task));
     auto* self = new (memory) event_task;
-    self->type = &handle;
+    self->handler = &handle;
     count_created();
     return self;
   }
-  static void handle(task_base* base, task_op op) noexcept {
-    if (op != task_op::destroy) return;
-    auto* self = static_cast<event_task*>(base);
+  static bool handle(work_item* item, work_action action) noexcept {
+    if (!is_task_op(action)) return run_queued(item, action);
+    if (static_cast<task_op>(action) != task_op::destroy) return true;
+    auto* self = static_cast<event_task*>(item);
     self->~event_task();
     free_task(self, sizeof(event_task));
+    return true;
   }
 };
 

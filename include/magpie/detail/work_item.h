@@ -16,6 +16,9 @@ enum class work_action : std::uint8_t {
   run,      // execute the work now, on this thread
   discard,  // the work can never run: release it without running
   run_joined,  // task_group children only: run, for a joining thread that counts it itself
+  // From here on, the item type's own operations (the task layer's task_op): one function
+  // pointer per item serves the scheduler and the item's type, so neither needs a second.
+  item_specific = 16,
 };
 
 // work_item is an intrusive header: derive from it and set `handler`.
