@@ -8,6 +8,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace magpie::detail {
 
@@ -532,19 +533,42 @@ void ready_loop::ready(task_base* task) noexcept {
   }
 }
 
+namespace {
+// The spill stack of the ready loops on this thread (see ready_loop): grows for a wide
+// fan-out of completions at once, and keeps its capacity.
+thread_local std::vector<std::uintptr_t> spilled_completions;
+}  // namespace
+
 void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
-  task->ready_next = reinterpret_cast<task_base*>(completions_);
-  completions_ = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
+  std::uintptr_t tagged = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
+  if (!spilled_ && queued_here_ < inline_capacity) {
+    queued_[queued_here_++] = tagged;
+    return;
+  }
+  if (!spilled_) {
+    spill_base_ = spilled_completions.size();
+    spilled_ = true;
+  }
+  spilled_completions.push_back(tagged);  // noexcept: no memory for it ends the program
+}
+
+std::uintptr_t ready_loop::take_newest() noexcept {
+  if (spilled_) {
+    std::uintptr_t newest = spilled_completions.back();
+    spilled_completions.pop_back();
+    spilled_ = spilled_completions.size() > spill_base_;
+    return newest;
+  }
+  return queued_[--queued_here_];
 }
 
 void ready_loop::drain_queued() noexcept {
-  while (completions_ != 0) {
-    auto* task = reinterpret_cast<task_base*>(completions_ & ~std::uintptr_t{1});
-    bool drop_reference = (completions_ & 1u) != 0;
-    completions_ = reinterpret_cast<std::uintptr_t>(task->ready_next);
+  while (queued_here_ != 0 || spilled_) {
+    std::uintptr_t tagged = take_newest();
+    auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
     finish(task);
     if (task->kind != task_kind::queued) release(task);  // the system's: events and inline tasks end here
-    if (drop_reference) release(task);
+    if ((tagged & 1u) != 0) release(task);
   }
 }
 

@@ -31,7 +31,7 @@ class ready_loop {
 
   // drain completes everything queued, and what that makes ready.
   void drain() noexcept {
-    if (completions_ != 0) drain_queued();
+    if (queued_here_ != 0 || spilled_) drain_queued();
   }
 
   // complete_ran completes a queued task whose body ran on this thread (finish_body said
@@ -46,9 +46,18 @@ class ready_loop {
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
   void drain_queued() noexcept;
+  std::uintptr_t take_newest() noexcept;
 
   task_base** next_slot_;
-  std::uintptr_t completions_ = 0;  // tagged list through ready_next; bit 0: drop a reference
+  // The tasks queued for completion, tagged (bit 0: drop a reference after), newest last:
+  // here while they fit, then on the thread's spill stack above spill_base_ (a loop made
+  // while this one drains uses the stack above it, and empties it before this one goes
+  // on). Tasks carry no link of their own for it: a field every task would pay for.
+  static constexpr std::uint32_t inline_capacity = 6;
+  std::uint32_t queued_here_ = 0;
+  bool spilled_ = false;
+  std::size_t spill_base_ = 0;
+  std::uintptr_t queued_[inline_capacity];  // only the first queued_here_ are read
 };
 
 // run_body runs a task's body on this thread (the execution flag already won): hands

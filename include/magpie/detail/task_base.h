@@ -128,7 +128,6 @@ struct task_base : work_item {
   scheduler::impl* owner = nullptr;
   edge_group* prerequisite_groups = nullptr;  // written before launch only
   task_extras* extras = nullptr;              // written before launch or by the running body
-  task_base* ready_next = nullptr;            // intrusive list of the completion loop
 
   bool is_completed() const noexcept { return subsequents.is_closed(); }
   bool has_flag(std::uint8_t bit) const noexcept {
