@@ -7,6 +7,7 @@
 #include <magpie/diagnostics.h>
 
 #include <bit>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -37,6 +38,24 @@ constinit thread_local thread_context detail::current_thread_context;
 unsigned default_worker_count() noexcept {
   unsigned hardware = std::thread::hardware_concurrency();
   return hardware > 1 ? hardware - 1 : 1;
+}
+
+std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
+
+scheduler_slot::scheduler_slot(scheduler::impl* owner) {
+  for (std::size_t i = 0; i < living.size(); ++i) {
+    scheduler::impl* empty = nullptr;
+    // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
+    if (living[i].compare_exchange_strong(empty, owner, std::memory_order_acq_rel, std::memory_order_relaxed)) {  // relaxed: on failure we only look at the next slot
+      index_ = static_cast<std::uint8_t>(i);
+      return;
+    }
+  }
+  throw std::length_error("magpie: 256 schedulers are alive at once, the most there can be");
+}
+
+scheduler_slot::~scheduler_slot() {
+  living[index_].store(nullptr, std::memory_order_release);  // release: pairs with the next owner's claim
 }
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)

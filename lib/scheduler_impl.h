@@ -93,8 +93,35 @@ using detail::thread_context;
 
 inline thread_context& this_thread_context() noexcept { return current_thread_context; }
 
+// scheduler_slot names a living scheduler in one byte, so that a task can name its
+// scheduler (task_base::owner_index) in a byte rather than a pointer: what keeps a task
+// with a pointer's worth of captures in one cache line.
+class scheduler_slot {
+ public:
+  // Takes a free slot for `owner`; throws std::length_error when 256 schedulers are alive.
+  explicit scheduler_slot(scheduler::impl* owner);
+  ~scheduler_slot();
+  scheduler_slot(const scheduler_slot&) = delete;
+  scheduler_slot& operator=(const scheduler_slot&) = delete;
+
+  std::uint8_t index() const noexcept { return index_; }
+
+  // at is the scheduler in slot `index`.
+  static scheduler::impl* at(std::uint8_t index) noexcept {
+    // relaxed: a slot is filled before its scheduler exists for anyone, so whoever holds
+    // one of its tasks learnt of the scheduler after the store (ordered by what handed it over)
+    return living[index].load(std::memory_order_relaxed);
+  }
+
+ private:
+  static std::array<std::atomic<scheduler::impl*>, 256> living;
+  std::uint8_t index_ = 0;
+};
+
 struct scheduler::impl {
   explicit impl(scheduler& facade, scheduler_options options);
+
+  scheduler_slot slot{this};  // first: filled before anything can make a task
 
   void start();
   void shutdown();

@@ -101,17 +101,17 @@ void destroy(task_base* task) noexcept {
 // that scheduler's work when it has no workers (nobody else would run it).
 bool can_run_here(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  if (context.owner != task->owner || task->target != target_none) return false;
-  if (context.self == nullptr) return task->owner->workers.empty();
-  return !is_background(task->task_priority) || context.self->kind == worker_kind::background;
+  if (context.owner != owner_of(task) || task->target != target_none) return false;
+  if (context.self == nullptr) return owner_of(task)->workers.empty();
+  return !is_background(task->task_priority()) || context.self->kind == worker_kind::background;
 }
 
 // enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
 void enqueue(task_base* task) noexcept {
   if (task->target == target_none) {
-    task->owner->schedule(task, task->task_priority);
+    owner_of(task)->schedule(task, task->task_priority());
   } else {
-    task->owner->facade.schedule(task, named_thread(task->target >> 2u),
+    owner_of(task)->facade.schedule(task, named_thread(task->target >> 2u),
                                  (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
                                  (task->target & 1u) != 0);
   }
@@ -199,7 +199,7 @@ void add_handle(task_base* task) noexcept {
 void drop_handle(task_base* task) noexcept {
   // kind is read while the handle still keeps the task alive: once it is dropped, another
   // thread may release the last reference and free the task.
-  if (task->kind == task_kind::event) {
+  if (task->kind() == task_kind::event) {
     // The handle becomes a plain reference, held while last_handle_dropped looks at the event.
     // acq_rel: pairs with the other handle owners' drops, as below
     std::uint64_t before =
@@ -249,9 +249,8 @@ void release(task_base* task) noexcept {
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
                 std::uint8_t target) noexcept {
   task->name = name != nullptr ? name : "";
-  task->kind = kind;
-  task->owner = &scheduler_access::of(owner);
-  task->task_priority = task_priority;
+  task->kind_and_priority = static_cast<std::uint8_t>(static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
+  task->owner_index = scheduler_access::of(owner).slot.index();
   task->target = target;
 }
 
@@ -287,7 +286,7 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
     if (prerequisite == task) {
       report_cycle(task, nullptr);
       prerequisite = nullptr;
-    } else if (prerequisite != nullptr && task->kind == task_kind::event && depends_on(prerequisite, task)) {
+    } else if (prerequisite != nullptr && task->kind() == task_kind::event && depends_on(prerequisite, task)) {
       // Only an event gains prerequisites once others may wait for it.
       report_cycle(task, prerequisite);
       prerequisite = nullptr;
@@ -309,7 +308,7 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
                        edge_group* group) noexcept {
   // A task that is not an event gets its prerequisites once, before anything can reach it:
   // its lock count is still its own. An event may already be waited for.
-  if (task->kind == task_kind::event) {
+  if (task->kind() == task_kind::event) {
     task->state.add_locks(static_cast<std::uint32_t>(count));
   } else {
     task->state.add_unshared_locks(static_cast<std::uint32_t>(count));
@@ -350,7 +349,7 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
   const bool unshared = into == nullptr && task->prerequisite_groups == nullptr;
   if (unshared) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
-    if (task->kind == task_kind::queued) {
+    if (task->kind() == task_kind::queued) {
       // What the ready loop would do, without it. The handle has not left launch() yet, so
       // no waiter can be blocked on the task: enqueue, without schedule's waiter check.
       enqueue(task);
@@ -378,7 +377,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running};
   innermost_running = &mine;
-  if (context.owner == task->owner) {
+  if (context.owner == owner_of(task)) {
     // One of its scheduler's threads. A named thread or helper counts the item it runs,
     // which lets the body launch during shutdown as a worker's may.
     unsigned counted = context.self == nullptr ? 1u : 0u;
@@ -388,8 +387,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   } else {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current.
     thread_context saved = context;
-    context.owner = task->owner;
-    context.facade = &task->owner->facade;
+    context.owner = owner_of(task);
+    context.facade = &owner_of(task)->facade;
     context.self = nullptr;
     context.named = -1;
     context.deque = nullptr;
@@ -511,7 +510,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
 }
 
 void ready_loop::ready(task_base* task) noexcept {
-  switch (task->kind) {
+  switch (task->kind()) {
     case task_kind::event:
       completed(task, false);
       return;
@@ -567,13 +566,13 @@ void ready_loop::drain_queued() noexcept {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
     finish(task);
-    if (task->kind != task_kind::queued) release(task);  // the system's: events and inline tasks end here
+    if (task->kind() != task_kind::queued) release(task);  // the system's: events and inline tasks end here
     if ((tagged & 1u) != 0) release(task);
   }
 }
 
 void ready_loop::finish(task_base* task) noexcept {
-  if (task->kind == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
+  if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
   task_edge* newest_first = task->subsequents.close();
   bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check

@@ -26,7 +26,7 @@ bool waits_for_nothing(const task_base* task) noexcept {
   std::uint32_t word =
       task->state.raw() & ~(task_state<>::prerequisites_claimed | task_state<>::reference_left_to_handles);
   if (word == 0 || word == task_state<>::execution_flag) return true;
-  return word == 1 && task->kind == task_kind::event && !task->has_flag(triggered);
+  return word == 1 && task->kind() == task_kind::event && !task->has_flag(triggered);
 }
 
 }  // namespace

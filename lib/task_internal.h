@@ -60,6 +60,9 @@ class ready_loop {
   std::uintptr_t queued_[inline_capacity];  // only the first queued_here_ are read
 };
 
+// owner_of is the scheduler `task` belongs to.
+inline scheduler::impl* owner_of(const task_base* task) noexcept { return scheduler_slot::at(task->owner_index); }
+
 // run_body runs a task's body on this thread (the execution flag already won): hands
 // back its prerequisites when the win `takes_prerequisites` (see task_state), sets the
 // thread's current task and scheduler around the call.

@@ -4,7 +4,9 @@
 
 #include <magpie/diagnostics.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <string>
 
 namespace magpie::detail {
@@ -18,16 +20,20 @@ constexpr unsigned max_retraction_depth = 128;
 // spin_checks is how many times a waiter looks at the task before it blocks: ~2 µs.
 constexpr int spin_checks = 64;
 
+// How long a waiter on a scheduler without workers blocks before it helps again (see wait).
+constexpr std::chrono::nanoseconds shortest_nap = std::chrono::microseconds(50);
+constexpr std::chrono::nanoseconds longest_nap = std::chrono::milliseconds(2);
+
 struct alignas(cache_line) padded_event_count {
   event_count<> events;
 };
 
 // can_retract_here: a task bound to a named thread runs only on that thread.
 bool can_retract_here(const task_base* task) noexcept {
-  if (task->kind != task_kind::queued) return false;  // events and inline tasks run when their locks go
+  if (task->kind() != task_kind::queued) return false;  // events and inline tasks run when their locks go
   if (task->target == target_none) return true;
   const thread_context& context = this_thread_context();
-  return context.owner == task->owner && context.named == static_cast<int>(task->target >> 2u);
+  return context.owner == owner_of(task) && context.named == static_cast<int>(task->target >> 2u);
 }
 
 // help runs other work while waiting, where that is the only way forward: on the named
@@ -35,17 +41,17 @@ bool can_retract_here(const task_base* task) noexcept {
 // workers. Returns whether it ran something.
 bool help(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  if (task->target != target_none && context.owner == task->owner &&
+  if (task->target != target_none && context.owner == owner_of(task) &&
       context.named == static_cast<int>(task->target >> 2u)) {
-    return task->owner->run_one_named_item(task->target >> 2u);
+    return owner_of(task)->run_one_named_item(task->target >> 2u);
   }
-  if (task->owner->workers.empty()) return task->owner->facade.try_run_one();
+  if (owner_of(task)->workers.empty()) return owner_of(task)->facade.try_run_one();
   return false;
 }
 
 // took_back pops `task` off this thread's own deque if it is the newest item there.
 bool took_back(task_base* task) noexcept {
-  auto* own = task->owner->own_deque();
+  auto* own = owner_of(task)->own_deque();
   return own != nullptr && own->pop_if(task);
 }
 
@@ -81,7 +87,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   if (depth > max_retraction_depth) return false;
   // Prerequisites first. An event's list is read only once triggered: until then its
   // owner may still be adding to it.
-  bool readable = task->kind != task_kind::event || task->has_flag(triggered);
+  bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
   if (readable && claim_prerequisites(task)) {
     for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
       for (std::uint32_t i = 0; i < group->count; ++i) {
@@ -136,6 +142,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     report_waiting_inside(task, running);
     return false;
   }
+  std::chrono::nanoseconds nap = shortest_nap;  // see the block below
   for (;;) {
     retract(task, 0, through);
     // A body run here that dropped or replaced the handle waited through may have freed the
@@ -159,16 +166,27 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
       continue;
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
-    if (deadline == nullptr) {
+    // Without workers, queued work runs only when a waiting thread helps. Another waiter
+    // may make a task this one waits for ready (through a prerequisite it ran) and go away,
+    // leaving it queued with nobody to run it, and nothing wakes this thread for that: so
+    // here the block is a nap (growing while nothing changes), and the loop helps after it.
+    bool napping = owner_of(task)->workers.empty();
+    if (deadline == nullptr && !napping) {
       events.commit_wait(key);
-    } else {
-      auto now = std::chrono::steady_clock::now();
-      if (now < *deadline) {
-        events.commit_wait_for(key, std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now));
-      } else {
-        events.cancel_wait();
-      }
+      continue;
     }
+    auto now = std::chrono::steady_clock::now();
+    if (deadline != nullptr && now >= *deadline) {
+      events.cancel_wait();
+      continue;
+    }
+    auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
+                                    : std::chrono::nanoseconds::max();
+    if (napping) {
+      left = std::min(left, nap);
+      nap = std::min(nap * 2, longest_nap);
+    }
+    events.commit_wait_for(key, left);
   }
 }
 

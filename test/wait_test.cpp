@@ -312,6 +312,32 @@ TEST_CASE("wait: a task's named thread is woken to run it while another thread w
   }
 }
 
+TEST_CASE("wait: with no workers, a waiter is not stranded when another waiter makes its prerequisite ready and leaves") {
+  // x waits for p, p for q. The helper thread runs q; while it does, the main thread
+  // claims x's and p's prerequisites (it can run neither) and blocks on x. Finishing q
+  // queues p, and the helper goes: nobody is left to run p, and nothing that happens to p
+  // wakes a thread blocked on x. The wait stress test hung this way once in a few hundred
+  // runs; here it hung every time. A hang trips the watchdog.
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::atomic<bool> q_running{false};
+  task<> x;
+  task<> q = pool.launch("q", [&] {
+    q_running.store(true, std::memory_order_release);  // release: pairs with the acquire below
+    // Finish only once the main thread has announced it blocks on x (it then re-checks x,
+    // which is not ready either way, and sleeps).
+    while (!x.is_valid() || !x.base()->has_flag(detail::has_waiter)) std::this_thread::yield();
+  });
+  task<> p = pool.launch("p", [] {}, q);
+  x = pool.launch("x", [] {}, p);
+  std::thread helper([&] { q.wait(); });
+  while (!q_running.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release above
+  x.wait();
+  helper.join();
+  CHECK(x.is_completed());
+  CHECK(p.is_completed());
+}
+
 TEST_CASE("wait stress: many threads wait on random tasks of a random graph" * doctest::test_suite("stress")) {
   std::uint64_t seed = std::random_device{}();
   if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);

@@ -120,15 +120,16 @@ struct task_base : work_item {
 
   task_state<> state;
   std::atomic<std::uint8_t> flags{0};
-  task_kind kind = task_kind::queued;
-  priority task_priority = priority::normal;
-  std::uint8_t target = target_none;  // named thread: index << 2 | local queue << 1 | high
+  std::uint8_t kind_and_priority = 0;  // kind() in bits 0-1, task_priority() above; set by initialise
+  std::uint8_t target = target_none;   // named thread: index << 2 | local queue << 1 | high
+  std::uint8_t owner_index = 0;        // its scheduler's slot among the living ones (lib/: owner_of)
   std::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
   subsequent_list<task_edge> subsequents;
-  scheduler::impl* owner = nullptr;
   edge_group* prerequisite_groups = nullptr;  // written before launch only
   task_extras* extras = nullptr;              // written before launch or by the running body
 
+  task_kind kind() const noexcept { return static_cast<task_kind>(kind_and_priority & 3u); }
+  priority task_priority() const noexcept { return static_cast<priority>(kind_and_priority >> 2u); }
   bool is_completed() const noexcept { return subsequents.is_closed(); }
   bool has_flag(std::uint8_t bit) const noexcept {
     return (flags.load(std::memory_order_acquire) & bit) != 0;  // acquire: pairs with set_flag's release half
