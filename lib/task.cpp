@@ -101,8 +101,9 @@ void destroy(task_base* task) noexcept {
 // that scheduler's work when it has no workers (nobody else would run it).
 bool can_run_here(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  if (context.owner != owner_of(task) || task->target != target_none) return false;
-  if (context.self == nullptr) return owner_of(task)->workers.empty();
+  scheduler::impl* owner = owner_of(task);
+  if (context.owner != owner || task->target != target_none) return false;
+  if (context.self == nullptr) return owner->workers.empty();
   return !is_background(task->task_priority()) || context.self->kind == worker_kind::background;
 }
 
@@ -377,7 +378,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running};
   innermost_running = &mine;
-  if (context.owner == owner_of(task)) {
+  scheduler::impl* owner = owner_of(task);
+  if (context.owner == owner) {
     // One of its scheduler's threads. A named thread or helper counts the item it runs,
     // which lets the body launch during shutdown as a worker's may.
     unsigned counted = context.self == nullptr ? 1u : 0u;
@@ -387,8 +389,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   } else {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current.
     thread_context saved = context;
-    context.owner = owner_of(task);
-    context.facade = &owner_of(task)->facade;
+    context.owner = owner;
+    context.facade = &owner->facade;
     context.self = nullptr;
     context.named = -1;
     context.deque = nullptr;

@@ -41,11 +41,11 @@ bool can_retract_here(const task_base* task) noexcept {
 // workers. Returns whether it ran something.
 bool help(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  if (task->target != target_none && context.owner == owner_of(task) &&
-      context.named == static_cast<int>(task->target >> 2u)) {
-    return owner_of(task)->run_one_named_item(task->target >> 2u);
+  scheduler::impl* owner = owner_of(task);
+  if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
+    return owner->run_one_named_item(task->target >> 2u);
   }
-  if (owner_of(task)->workers.empty()) return owner_of(task)->facade.try_run_one();
+  if (owner->workers.empty()) return owner->facade.try_run_one();
   return false;
 }
 
