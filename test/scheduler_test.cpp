@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -71,6 +72,23 @@ TEST_CASE("scheduler: every job launched from outside runs exactly once") {
     help_until(pool, [&] { return done.load(std::memory_order_acquire) == jobs; });  // acquire: pairs with the release
     CHECK(std::all_of(runs.begin(), runs.end(), [](const std::atomic<int>& r) { return r.load() == 1; }));
   }
+}
+
+TEST_CASE("scheduler: at most 256 are alive at once; the 257th is refused, and a freed slot is used again") {
+  // A task names its scheduler by a one-byte slot: creation past the limit must fail loudly.
+  std::vector<std::unique_ptr<scheduler>> alive;
+  bool refused = false;
+  for (int i = 0; i < 257 && !refused; ++i) {
+    try {
+      alive.push_back(std::make_unique<scheduler>(pool_of(0)));
+    } catch (const std::length_error&) {
+      refused = true;
+    }
+  }
+  CHECK(refused);
+  CHECK(alive.size() <= 256);
+  alive.pop_back();
+  CHECK_NOTHROW(alive.push_back(std::make_unique<scheduler>(pool_of(0))));
 }
 
 TEST_CASE("scheduler: jobs launched by jobs run, through the workers' deques and stealing") {

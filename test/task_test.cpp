@@ -347,6 +347,14 @@ TEST_CASE("task: a task with 16 bytes of captures fits in two cache lines") {
   CHECK(sizeof(detail::task_impl<decltype(body), long>) <= 128);
 }
 
+TEST_CASE("task: a void task capturing one reference fits in one cache line") {
+  long total = 0;
+  auto body = [&total] { ++total; };
+  static_assert(sizeof(body) == 8);
+  CHECK(sizeof(detail::task_impl<decltype(body), void>) <= 64);
+  CHECK(sizeof(detail::task_base) <= 56);
+}
+
 TEST_CASE("task stress: shutdown with work in flight runs every launched task" * doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
     for (unsigned workers : {1u, 2u, 8u}) {
