@@ -5,6 +5,8 @@
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 namespace magpie {
@@ -36,6 +38,7 @@ bool pipe::is_in_context() const noexcept { return detail::current_pipe() == thi
 
 bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept {
   scheduler::impl& pool = detail::scheduler_access::of(*owner_);
+  detail::no_worker_nap nap;
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with task_finished's decrement
     if (count_of(word) == 0) {
@@ -53,12 +56,18 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
       continue;
     }
     blocking_scope blocked;
-    if (deadline == nullptr) {
+    // Without workers the block is a nap, and the loop helps after it: a piped task's
+    // prerequisite may be made ready by another thread that then goes away
+    // (detail::no_worker_nap).
+    const bool napping = pool.workers.empty();
+    if (deadline == nullptr && !napping) {
       detail::std_atomics::wait(unfinished_, word | sleeper_bit);
-    } else {
-      detail::std_atomics::wait_for(unfinished_, word | sleeper_bit,
-                                    std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now).count());
+      continue;
     }
+    auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
+                                    : std::chrono::nanoseconds::max();
+    if (napping) left = std::min(left, nap.next());
+    detail::std_atomics::wait_for(unfinished_, word | sleeper_bit, left.count());
   }
 }
 

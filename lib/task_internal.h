@@ -6,6 +6,9 @@
 #include <magpie/detail/task_base.h>
 #include <magpie/pipe.h>
 
+#include <algorithm>
+#include <chrono>
+
 namespace magpie::detail {
 
 // ready_loop turns lock releases into scheduling and completions, iteratively: a chain
@@ -58,6 +61,24 @@ class ready_loop {
   bool spilled_ = false;
   std::size_t spill_base_ = 0;
   std::uintptr_t queued_[inline_capacity];  // only the first queued_here_ are read
+};
+
+// no_worker_nap: how long a thread waiting on a scheduler without workers blocks before it
+// helps again (50 µs, doubling to 2 ms while nothing changes). Without workers, queued work
+// runs only when a waiting thread helps: another waiter may make what this one waits for
+// ready (through a prerequisite it ran) and go away, leaving it queued with nobody to run
+// it, and nothing wakes this thread for that.
+class no_worker_nap {
+ public:
+  std::chrono::nanoseconds next() noexcept {
+    std::chrono::nanoseconds now = nap_;
+    nap_ = std::min(nap_ * 2, longest);
+    return now;
+  }
+
+ private:
+  static constexpr std::chrono::nanoseconds longest = std::chrono::milliseconds(2);
+  std::chrono::nanoseconds nap_ = std::chrono::microseconds(50);
 };
 
 // owner_of is the scheduler `task` belongs to.

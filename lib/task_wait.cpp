@@ -20,9 +20,6 @@ constexpr unsigned max_retraction_depth = 128;
 // spin_checks is how many times a waiter looks at the task before it blocks: ~2 µs.
 constexpr int spin_checks = 64;
 
-// How long a waiter on a scheduler without workers blocks before it helps again (see wait).
-constexpr std::chrono::nanoseconds shortest_nap = std::chrono::microseconds(50);
-constexpr std::chrono::nanoseconds longest_nap = std::chrono::milliseconds(2);
 
 struct alignas(cache_line) padded_event_count {
   event_count<> events;
@@ -142,7 +139,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     report_waiting_inside(task, running);
     return false;
   }
-  std::chrono::nanoseconds nap = shortest_nap;  // see the block below
+  no_worker_nap nap;  // see the block below
   for (;;) {
     retract(task, 0, through);
     // A body run here that dropped or replaced the handle waited through may have freed the
@@ -166,10 +163,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
       continue;
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
-    // Without workers, queued work runs only when a waiting thread helps. Another waiter
-    // may make a task this one waits for ready (through a prerequisite it ran) and go away,
-    // leaving it queued with nobody to run it, and nothing wakes this thread for that: so
-    // here the block is a nap (growing while nothing changes), and the loop helps after it.
+    // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     bool napping = owner_of(task)->workers.empty();
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
@@ -182,10 +176,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     }
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
-    if (napping) {
-      left = std::min(left, nap);
-      nap = std::min(nap * 2, longest_nap);
-    }
+    if (napping) left = std::min(left, nap.next());
     events.commit_wait_for(key, left);
   }
 }
