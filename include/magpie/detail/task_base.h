@@ -275,39 +275,40 @@ struct task_impl final : task_with_result<R> {
     return new (reinterpret_cast<unsigned char*>(this) + edges_offset()) edge_group();
   }
 
+  // handle: the task ops first (each task takes two: run and destroy), then the
+  // scheduler's actions.
   static bool handle(work_item* item, work_action action) noexcept {
-    if (!is_task_op(action)) return run_queued(item, action);
     auto* self = static_cast<task_impl*>(item);
-    switch (static_cast<task_op>(action)) {
-      case task_op::run:
-        try {
-          if constexpr (std::is_void_v<R>) {
-            std::invoke(self->body());
-          } else {
-            new (self->result_storage) R(std::invoke(self->body()));
-          }
-        } catch (...) {
-          self->ensure_extras().exception = std::current_exception();
-          self->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
+    if (action == as_action(task_op::run)) {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          std::invoke(self->body());
+        } else {
+          new (self->result_storage) R(std::invoke(self->body()));
         }
-        self->body().~Body();
-        return true;
-      case task_op::drop_body:
-        self->body().~Body();
-        return true;
-      case task_op::destroy: {
-        if constexpr (!std::is_void_v<R>) {
-          // The result exists if the body ran and did not throw (a task that never ran
-          // holds task_never_ran as its exception).
-          if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
-        }
-        std::size_t bytes = self->block_bytes();
-        self->~task_impl();
-        free_task(self, bytes);
-        return true;
+      } catch (...) {
+        self->ensure_extras().exception = std::current_exception();
+        self->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
       }
+      self->body().~Body();
+      return true;
     }
-    return true;
+    if (action == as_action(task_op::destroy)) {
+      if constexpr (!std::is_void_v<R>) {
+        // The result exists if the body ran and did not throw (a task that never ran
+        // holds task_never_ran as its exception).
+        if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
+      }
+      std::size_t bytes = self->block_bytes();
+      self->~task_impl();
+      free_task(self, bytes);
+      return true;
+    }
+    if (action == as_action(task_op::drop_body)) {
+      self->body().~Body();
+      return true;
+    }
+    return run_queued(item, action);
   }
 };
 
