@@ -71,6 +71,51 @@ void retract_nested(task_base* task, unsigned depth) noexcept {
   }
 }
 
+// run_here runs a task whose execution this thread won, retracting its nested tasks while
+// the body's part keeps them alive; true when it completed here.
+bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcept {
+  run_body(task, takes_prerequisites);
+  retract_nested(task, depth);
+  if (!finish_body(task)) return false;
+  ready_loop(nullptr).complete_ran(task);
+  return true;
+}
+
+// run_taken_back runs a task whose queue entry this thread took back off its own deque,
+// unless another waiter began it first, and disposes of the queue's reference that came
+// with the entry. True when the task is complete or ran here.
+bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) noexcept {
+  bool takes_prerequisites = false;
+  bool ran = task->state.try_begin_execution(takes_prerequisites);
+  bool completed_here = ran && run_here(task, takes_prerequisites, depth);
+  // While the handle the caller waits through still holds the task, the handles can take
+  // the reference over — one store instead of a read-modify-write, and the last handle's
+  // drop frees the task in one go. Otherwise (the body dropped that handle, or the task is
+  // not complete yet: it may still be written) release it as any reference.
+  if (completed_here && through != nullptr && *through == task) {
+    task->state.leave_reference_to_handles();
+    return true;
+  }
+  bool done = ran || task->is_completed();
+  release(task);
+  return done;
+}
+
+// take_back_run takes the newest run of `handles` (up to run_limit) off this thread's own
+// deque at once, when they lie on top of it in that order, into `taken`; returns how many
+// (0 when fewer than two: a single task goes the ordinary way, through retract).
+constexpr std::size_t run_limit = 64;
+std::size_t take_back_run(task_base* const* const* handles, std::size_t count, task_base** taken) noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.owner == nullptr || context.deque == nullptr || count < 2) return 0;
+  std::size_t wanted = std::min(count, run_limit);
+  work_item* expected[run_limit];
+  for (std::size_t i = 0; i < wanted; ++i) expected[i] = taken[i] = *handles[i];
+  auto run = static_cast<std::size_t>(context.deque->newest_matching(expected, static_cast<std::int64_t>(wanted)));
+  if (run < 2 || !context.deque->pop_newest(static_cast<std::int64_t>(run))) return 0;
+  return run;
+}
+
 }  // namespace
 
 event_count<>& waiters_of(const void* task) noexcept {
@@ -96,31 +141,10 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   if (!can_retract_here(task)) return task->is_completed();
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
-  bool took_entry = task->target == target_none && took_back(task);
-  bool takes_prerequisites = false;  // false when this waiter (or another) claimed them above
-  bool ran = task->state.try_begin_execution(takes_prerequisites);
-  bool completed_here = false;
-  if (ran) {
-    run_body(task, takes_prerequisites);
-    retract_nested(task, depth);  // while the body's part keeps the nested list alive
-    completed_here = finish_body(task);
-    if (completed_here) ready_loop(nullptr).complete_ran(task);
-  }
-  if (took_entry) {
-    // The queue's reference is this thread's now. While the handle the caller waits
-    // through still holds the task, the handles can take it over — one store instead of a
-    // read-modify-write, and the last handle's drop frees the task in one go. Otherwise
-    // (the body dropped that handle, or the task is not complete yet: it may still be
-    // written) release it as any reference.
-    if (completed_here && through != nullptr && *through == task) {
-      task->state.leave_reference_to_handles();
-      return true;
-    }
-    bool done = ran || task->is_completed();
-    release(task);
-    return done;
-  }
-  return ran || task->is_completed();
+  if (task->target == target_none && took_back(task)) return run_taken_back(task, depth, through);
+  bool takes_prerequisites = false;
+  return task->state.try_begin_execution(takes_prerequisites) ? (run_here(task, takes_prerequisites, depth), true)
+                                                              : task->is_completed();
 }
 
 bool try_retract_and_execute(task_base* task, task_base* const* through) noexcept {
@@ -178,6 +202,22 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
     events.commit_wait_for(key, left);
+  }
+}
+
+void wait_all(task_base* const* const* handles, std::size_t count) noexcept {
+  std::size_t next = 0;
+  while (next < count) {
+    task_base* taken[run_limit];
+    std::size_t run = take_back_run(handles + next, count - next, taken);
+    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[next + i]);
+    // What the run did not complete (nested tasks still running, another waiter ran it, a
+    // body replaced a later handle), and whatever did not lie on the deque, is waited for.
+    std::size_t end = next + std::max<std::size_t>(run, 1);
+    for (; next < end; ++next) {
+      task_base* task = *handles[next];
+      if (task != nullptr && !task->is_completed()) wait(task, nullptr, handles[next]);
+    }
   }
 }
 

@@ -42,6 +42,24 @@ TEST_CASE("deque: pop and steal meet in the middle without losing an item") {
   CHECK(deque.empty());
 }
 
+TEST_CASE("deque: a run of the newest items is matched and popped at once, never reaching the oldest") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 6; ++i) deque.push(i);
+  const int newest[] = {5, 4, 3, 9};
+  CHECK(deque.newest_matching(newest, 4) == 3);  // stops at the first item that differs
+  CHECK(deque.newest_matching(newest, 2) == 2);
+  const int wrong[] = {4, 5};
+  CHECK(deque.newest_matching(wrong, 2) == 0);
+  CHECK(deque.pop_newest(3));
+  CHECK(deque.size_approx() == 3);
+  CHECK_FALSE(deque.pop_newest(3));  // would take the oldest item, which thieves contend for
+  CHECK(deque.size_approx() == 3);   // refused: nothing moved
+  CHECK(deque.pop_newest(2));
+  CHECK(deque.pop() == 0);
+  CHECK_FALSE(deque.pop().has_value());
+  CHECK(deque.steal() == std::nullopt);
+}
+
 TEST_CASE("deque: popping an empty deque returns nothing and does not wrap the indices") {
   work_stealing_deque<int> deque;
   for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(deque.pop().has_value());
@@ -129,7 +147,9 @@ std::vector<std::size_t> stress_sizes() {
 
 // Owner pushes 0..n-1, popping one item after every third push; `thieves` threads steal
 // until the owner is done and the deque is empty. Returns every item taken, by anyone.
-std::vector<std::size_t> take_everything(std::size_t n, int thieves) {
+// With `runs`, the owner instead takes back runs of up to 8 of the items it just pushed
+// with newest_matching and pop_newest.
+std::vector<std::size_t> take_everything(std::size_t n, int thieves, bool runs = false) {
   work_stealing_deque<std::size_t> deque(2);  // tiny, so growth races the thieves
   std::atomic<bool> owner_done{false};
   std::vector<std::vector<std::size_t>> taken(static_cast<std::size_t>(thieves) + 1);
@@ -153,7 +173,13 @@ std::vector<std::size_t> take_everything(std::size_t n, int thieves) {
   auto& own = taken[0];
   for (std::size_t i = 0; i < n; ++i) {
     deque.push(i);
-    if (i % 3 == 2) {
+    if (runs && i % 8 == 7) {
+      std::size_t newest[8];
+      for (std::size_t j = 0; j < 8; ++j) newest[j] = i - j;
+      auto length = static_cast<std::int64_t>(1 + (i / 8) % 8);
+      std::int64_t matched = deque.newest_matching(newest, length);
+      if (matched > 0 && deque.pop_newest(matched)) own.insert(own.end(), newest, newest + matched);
+    } else if (!runs && i % 3 == 2) {
       if (auto item = deque.pop()) own.push_back(*item);
     }
   }
@@ -175,10 +201,10 @@ TEST_CASE("deque: every item is taken exactly once by the owner and the thieves"
       for (std::size_t n : stress_sizes()) {
         CAPTURE(thieves);
         CAPTURE(n);
-        std::vector<std::size_t> all = take_everything(n, thieves);
         std::vector<std::size_t> expected(n);
         std::iota(expected.begin(), expected.end(), std::size_t{0});
-        REQUIRE(all == expected);
+        REQUIRE(take_everything(n, thieves) == expected);
+        REQUIRE(take_everything(n, thieves, true) == expected);  // runs taken back at once
       }
     }
   }

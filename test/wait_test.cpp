@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -196,6 +197,111 @@ TEST_CASE("wait: wait_all and wait_any over ranges, with and without timeouts") 
   never_a.trigger();
   CHECK_FALSE(wait_any(std::vector<task<>>{}).has_value());
   CHECK(wait_any(std::vector<task<>>{task<>()}) == std::optional<std::size_t>(0));  // invalid counts as completed
+}
+
+TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and runs it here") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // launches go to this thread's deque
+  const std::int64_t before = detail::live_tasks();
+  const std::thread::id me = std::this_thread::get_id();
+
+  SUBCASE("every task runs once, here, newest first, across several runs and batches") {
+    constexpr int count = 1000;
+    std::vector<int> order;
+    std::vector<task<int>> handles;
+    for (int i = 0; i < count; ++i) {
+      handles.push_back(pool.launch("part", [&order, i, me] {
+        CHECK(std::this_thread::get_id() == me);
+        order.push_back(i);
+        return i;
+      }));
+    }
+    CHECK(wait_all(handles));
+    REQUIRE(order.size() == static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) CHECK(order[static_cast<std::size_t>(i)] == count - 1 - i);
+    for (int i = 0; i < count; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);
+    handles.clear();
+    CHECK(detail::live_tasks() == before);
+  }
+  SUBCASE("a body drops one handle still to be waited for and replaces another") {
+    task<> below = pool.launch("below", [] {});  // under the run: the whole run comes back at once
+    std::vector<task<int>> handles;
+    for (int i = 0; i < 10; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+    handles.push_back(pool.launch("meddler", [&handles, &pool] {  // newest: runs first
+      handles[0] = task<int>();
+      handles[1] = pool.launch("replacement", [] { return 100; });
+      return -1;
+    }));
+    CHECK(wait_all(handles));
+    CHECK_FALSE(handles[0].is_valid());
+    CHECK(handles[1].get_result() == 100);
+    for (std::size_t i = 2; i < handles.size(); ++i) CHECK(handles[i].is_completed());
+    handles.clear();
+    CHECK(detail::live_tasks() == before + 1);  // `below`: nothing was left behind on the deque
+    below.wait();
+    below = task<>();
+    CHECK(detail::live_tasks() == before);
+  }
+  SUBCASE("nested tasks, a throwing body, invalid and completed handles in the range") {
+    std::atomic<int> inner_done{0};
+    std::vector<task<>> handles;
+    handles.push_back(task<>());
+    handles.push_back(make_completed_task(7));
+    for (int i = 0; i < 5; ++i) {
+      handles.push_back(pool.launch("outer", [&inner_done] {
+        add_nested(magpie::launch("inner", [&inner_done] { inner_done.fetch_add(1); }));
+      }));
+    }
+    handles.push_back(pool.launch("throws", [] { throw std::runtime_error("boom"); }));
+    handles.push_back(task<>());
+    CHECK(wait_all(handles));
+    CHECK(inner_done.load() == 5);
+    for (auto& each : handles) CHECK(each.is_completed());
+    CHECK(handles[7].has_exception());
+    CHECK_THROWS_AS(handles[7].get_result(), std::runtime_error);
+    handles.clear();
+    CHECK(detail::live_tasks() == before);
+  }
+  pool.detach();
+}
+
+TEST_CASE("wait stress: wait_all takes runs back while workers steal from the same deque" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      constexpr int count = 20'000;
+      std::vector<std::atomic<int>> runs(count);
+      std::vector<task<>> handles;
+      handles.reserve(count);
+      for (int i = 0; i < count; ++i) handles.push_back(pool.launch("part", [&runs, i] { runs[static_cast<std::size_t>(i)].fetch_add(1); }));
+      CHECK(wait_all(handles));
+      int wrong = 0;
+      for (auto& each : runs) wrong += each.load() != 1 ? 1 : 0;
+      CHECK(wrong == 0);
+      // Fork-join from inside tasks on the workers: each waits for its own children.
+      std::atomic<long> total{0};
+      std::vector<task<>> outer;
+      for (int o = 0; o < 8; ++o) {
+        outer.push_back(pool.launch("outer", [&total] {
+          std::vector<task<long>> children;
+          for (long c = 0; c < 500; ++c) children.push_back(magpie::launch("child", [c] { return c; }));
+          wait_all(children);
+          long sum = 0;
+          for (auto& child : children) sum += child.get_result();
+          total.fetch_add(sum);
+        }));
+      }
+      CHECK(wait_all(outer));
+      CHECK(total.load() == 8L * (499L * 500L / 2));
+      handles.clear();
+      pool.detach();
+    }
+  }
 }
 
 TEST_CASE("wait: when_all completes after all, when_any after the first") {

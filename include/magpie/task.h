@@ -101,6 +101,10 @@ class task<void> {
   // base is the task object, for magpie's own layers.
   detail::task_base* base() const noexcept { return base_; }
 
+  // base_slot is where the handle keeps it (it may change while a waiter runs a body that
+  // replaces the handle), for magpie's own layers.
+  detail::task_base* const* base_slot() const noexcept { return &base_; }
+
   // adopt makes a handle that takes over one handle reference of `base`.
   static task adopt(detail::task_base* base) noexcept { return task(base); }
 

@@ -52,13 +52,46 @@ bool for_each_newest_first(const Range& tasks, Visit visit) {
 }
 }  // namespace detail
 
-// wait_all waits for every task in `tasks`, one after the other, each with retraction.
+namespace detail {
+// handle_batch hands the handles of a wait_all to the library a batch at a time (see
+// detail::wait_all), by address: a body run meanwhile may replace a later one.
+class handle_batch {
+ public:
+  void add(const task<>& handle) noexcept {
+    if (!handle.is_valid()) return;
+    slots_[size_++] = handle.base_slot();
+    if (size_ == capacity) flush();
+  }
+  void flush() noexcept {
+    wait_all(slots_, size_);
+    size_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t capacity = 256;
+  std::size_t size_ = 0;
+  task_base* const* slots_[capacity];
+};
+}  // namespace detail
+
+// wait_all waits for every task in `tasks`, each with retraction. Tasks launched in a row
+// from this thread and still on its deque are taken back together and run here.
 template <prerequisite_range Range>
 bool wait_all(const Range& tasks) {
-  return detail::for_each_newest_first(tasks, [](const task<>& one) {
-    one.wait();
+  if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>>) {
+    detail::handle_batch batch;
+    detail::for_each_newest_first(tasks, [&batch](const task<>& one) {
+      batch.add(one);
+      return true;
+    });
+    batch.flush();
     return true;
-  });
+  } else {  // elements that convert to a handle through a temporary: no address to keep
+    return detail::for_each_newest_first(tasks, [](const task<>& one) {
+      one.wait();
+      return true;
+    });
+  }
 }
 
 // wait_all with a timeout returns false if some task had not completed in time.

@@ -1,6 +1,6 @@
 // Relacy model of include/magpie/detail/deque.h: the owner pushes past the first ring's
-// capacity (so the ring grows while thieves may be reading the old one) and pops, while
-// two thieves steal. Every item must be taken exactly once and no slot may be read
+// capacity (so the ring grows while thieves may be reading the old one), pops, and takes
+// a run of two back at once (pop_newest), while two thieves steal. Every item must be taken exactly once and no slot may be read
 // before it was written.
 //
 // Mutants (run with --mutant=…, must fail):
@@ -16,7 +16,7 @@ namespace magpie::model {
 
 template <weakening W>
 struct deque_model : rl::test_suite<deque_model<W>, 3> {
-  static constexpr int items = 4;
+  static constexpr int items = 5;
   using deque_type = detail::work_stealing_deque<int, relacy_atomics<W>>;
 
   deque_type* deque = nullptr;
@@ -37,6 +37,12 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
       deque->push(3);  // grows the ring from 2 to 4 slots
       take(0, deque->pop());
       deque->push(4);
+      deque->push(5);
+      const int newest[] = {5, 4};
+      if (deque->newest_matching(newest, 2) == 2 && deque->pop_newest(2)) {
+        take(0, 5);
+        take(0, 4);
+      }
       take(0, deque->pop());
       take(0, deque->pop());
     } else {

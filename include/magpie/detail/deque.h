@@ -103,6 +103,32 @@ class work_stealing_deque {
     return pop_at(b, r).has_value();  // a thief may have taken it meanwhile: pop settles that
   }
 
+  // newest_matching counts how many of the newest items are expected[0], expected[1], …
+  // (newest first), up to `count`. Compares without dereferencing, as pop_if. Owner only.
+  std::int64_t newest_matching(const T* expected, std::int64_t count) const {
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    std::int64_t matched = 0;
+    while (matched < count && b - 1 - matched >= top_seen_ && r->get(b - 1 - matched) == expected[matched]) ++matched;
+    return matched;
+  }
+
+  // pop_newest pops the `count` newest items at once, when no thief can reach any of them
+  // (an item older than them is left): one fence for the run instead of one per item.
+  // False, and nothing popped, otherwise. Owner thread only.
+  bool pop_newest(std::int64_t count) {
+    check_owner("pop_newest");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed) - count;  // relaxed: only the owner writes bottom
+    if (b <= top_seen_) return false;  // top is at least top_seen_: the run may reach it
+    // seq_cst store then load, as in pop_at (Dekker): a thief that read the old bottom read
+    // top before we read t, so it takes an index no higher than t; from b up is ours.
+    bottom_.store(b, std::memory_order_seq_cst);
+    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    if (t < b) return true;
+    bottom_.store(b + count, std::memory_order_release);  // release: republishes the slots as push did
+    return false;
+  }
+
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
   std::optional<T> steal() {
@@ -147,8 +173,12 @@ class work_stealing_deque {
  private:
   // ring is a power-of-two circular buffer indexed by the ever-growing top/bottom.
   struct ring {
+    // Every slot starts written: a thief that read an old top may read a slot of a grown
+    // ring below the copied ones (its CAS then fails, but the read must be of a value).
     explicit ring(std::int64_t size)
-        : capacity(size), mask(size - 1), slots(std::make_unique<atomic<T>[]>(static_cast<std::size_t>(size))) {}
+        : capacity(size), mask(size - 1), slots(std::make_unique<atomic<T>[]>(static_cast<std::size_t>(size))) {
+      for (std::int64_t i = 0; i < size; ++i) put(i, T{});
+    }
 
     T get(std::int64_t index) const {
       return slots[static_cast<std::size_t>(index & mask)].load(std::memory_order_relaxed);  // relaxed: ordered by the index accesses around it
