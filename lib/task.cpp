@@ -129,7 +129,7 @@ void schedule(task_base* task) noexcept {
 
 // execute runs a task whose execution flag this thread won, and completes it unless
 // nested tasks are still running.
-void execute(task_base* task, bool takes_prerequisites, task_base** next_slot) noexcept {
+void execute(task_base* task, bool takes_prerequisites, next_task* next_slot) noexcept {
   run_body(task, takes_prerequisites);
   if (finish_body(task)) ready_loop(next_slot).complete_ran(task);
 }
@@ -160,14 +160,14 @@ bool run_queued(work_item* item, work_action action) noexcept {
     release(task);
     return dropped;
   }
-  while (task != nullptr) {
-    task_base* next = nullptr;
-    bool takes_prerequisites = false;
-    if (task->state.try_begin_execution(takes_prerequisites)) {
-      execute(task, takes_prerequisites, &next);
+  next_task current{task};
+  while (current.task != nullptr) {
+    next_task next;
+    if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
+      execute(current.task, current.takes_prerequisites, &next);
     }  // else a waiter retracted it
-    release(task);  // the reference the queue (or the slot) held
-    task = next;
+    release(current.task);  // the reference the queue (or the slot) held
+    current = next;
   }
   return true;
 }
@@ -525,13 +525,27 @@ void ready_loop::ready(task_base* task) noexcept {
       return;
     }
     case task_kind::queued:
-      if (next_slot_ != nullptr && *next_slot_ == nullptr && can_run_here(task)) {
-        *next_slot_ = task;  // runs next on this thread: no queue, no wake-up
+      if (next_slot_ != nullptr && next_slot_->task == nullptr && can_run_here(task)) {
+        next_slot_->task = task;  // runs next on this thread: no queue, no wake-up
       } else {
         schedule(task);
       }
       return;
   }
+}
+
+// began_as_last_unlock: a plain task (no pipe, nothing extra) that would go to the next slot
+// once its last lock goes begins in the CAS that removes that lock — one read-modify-write
+// where release_lock and then try_begin_execution take two (a chain's every hop).
+bool ready_loop::began_as_last_unlock(task_base* task) noexcept {
+  if (next_slot_ == nullptr || next_slot_->task != nullptr || task->kind() != task_kind::queued ||
+      task->extras != nullptr || !can_run_here(task)) {
+    return false;
+  }
+  if (!task->state.try_unlock_and_begin(next_slot_->takes_prerequisites)) return false;
+  next_slot_->task = task;
+  next_slot_->begun = true;
+  return true;
 }
 
 namespace {
@@ -593,7 +607,7 @@ void ready_loop::finish(task_base* task) noexcept {
     switch (in_order->kind) {
       case edge_kind::prerequisite:
       case edge_kind::pipe:
-        lock_released(subsequent, subsequent->state.release_lock());
+        if (!began_as_last_unlock(subsequent)) lock_released(subsequent, subsequent->state.release_lock());
         break;
       case edge_kind::nested:
         if (subsequent->state.release_part()) {

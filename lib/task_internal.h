@@ -17,11 +17,19 @@ namespace magpie::detail {
 //   ready_loop loop(nullptr);
 //   loop.lock_released(task, task->state.release_lock());
 //   loop.drain();
+// next_task is the ready loop's slot for the first ready task this thread may run: the
+// caller runs it next without queueing it. `begun`: its execution was already claimed (as
+// it became ready: task_state::try_unlock_and_begin), with `takes_prerequisites`.
+struct next_task {
+  task_base* task = nullptr;
+  bool begun = false;
+  bool takes_prerequisites = false;
+};
+
 class ready_loop {
  public:
-  // next_slot: where the first ready task this thread may run goes, so the caller runs it
-  // next without queueing it (nullptr: queue everything).
-  explicit ready_loop(task_base** next_slot) noexcept : next_slot_(next_slot) {}
+  // next_slot: see next_task (nullptr: queue everything).
+  explicit ready_loop(next_task* next_slot) noexcept : next_slot_(next_slot) {}
   ready_loop(const ready_loop&) = delete;
   ready_loop& operator=(const ready_loop&) = delete;
 
@@ -46,12 +54,13 @@ class ready_loop {
 
  private:
   void ready(task_base* task) noexcept;
+  bool began_as_last_unlock(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
-  task_base** next_slot_;
+  next_task* next_slot_;
   // The tasks queued for completion, tagged (bit 0: drop a reference after), newest last:
   // here while they fit, then on the thread's spill stack above spill_base_ (a loop made
   // while this one drains uses the stack above it, and empties it before this one goes

@@ -1,7 +1,9 @@
 // Relacy model of include/magpie/detail/task_state.h with the subsequent list: task X
 // has one prerequisite P and one nested task N.
 //   thread 0: adds X's prerequisite lock, registers X with P, launches X;
-//   thread 1: completes P (writes P's result, closes P's list, unlocks X);
+//   thread 1: completes P (writes P's result, closes P's list, unlocks X — and if that is
+//             X's last lock, begins X in the same CAS, as the ready loop does for the task
+//             it runs next: try_unlock_and_begin);
 //   thread 2: completes N (closes N's list, releases X's nested part), then retracts X:
 //             claims X's prerequisites if X has not begun, then runs X if it is ready
 //             and nobody claimed its execution.
@@ -64,6 +66,9 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
     for (edge* each = list.close(); each != nullptr; each = list_type::next_of(each)) {
       if (each->nested) {
         if (x.release_part()) ++completed[thread];
+      } else if (bool takes = false; thread == 1 && x.try_unlock_and_begin(takes)) {
+        if (takes) ++took_prerequisites[thread];
+        body(thread);
       } else if (x.unlock()) {
         run_if_ready(thread);
       }

@@ -113,6 +113,21 @@ class task_state {
                                               std::memory_order_relaxed);   // relaxed: the loser does nothing
   }
 
+  // try_unlock_and_begin removes the caller's lock and begins execution in one CAS when it
+  // is the last lock (release_lock, then try_begin_execution's CAS, without the second
+  // read-modify-write), for a thread that would run the task at once. True then, with
+  // `takes_prerequisites` as try_begin_execution's; false, nothing changed, when other
+  // locks remain or the word moved meanwhile: the caller then calls release_lock.
+  bool try_unlock_and_begin(bool& takes_prerequisites) noexcept {
+    std::uint32_t word = num_locks_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
+    if ((word & ~prerequisites_claimed) != 1) return false;
+    takes_prerequisites = word == 1;
+    // seq_cst: release_lock's ordering (this is its last unlock) and try_begin_execution's
+    // acquire, in one
+    return num_locks_.compare_exchange_strong(word, execution_flag | 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed);  // relaxed: the caller falls back to release_lock
+  }
+
   // try_begin_execution for callers that hold no prerequisites (tests, models).
   bool try_begin_execution() noexcept {
     bool ignored = false;
