@@ -134,6 +134,12 @@ void execute(task_base* task, bool takes_prerequisites, next_task* next_slot) no
   if (finish_body(task)) ready_loop(next_slot).complete_ran(task);
 }
 
+// is_only_prerequisite says whether `prerequisite` is the one prerequisite `task` has.
+bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) noexcept {
+  const edge_group* group = task->prerequisite_groups;
+  return group != nullptr && group->next == nullptr && group->count == 1 && group->edges()->prerequisite == prerequisite;
+}
+
 // never_ran completes a task that lost its chance to run (its scheduler shut down).
 void never_ran(task_base* task, bool takes_prerequisites) noexcept {
   if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
@@ -166,7 +172,14 @@ bool run_queued(work_item* item, work_action action) noexcept {
     if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
       execute(current.task, current.takes_prerequisites, &next);
     }  // else a waiter retracted it
-    release(current.task);  // the reference the queue (or the slot) held
+    if (next.begun && next.takes_prerequisites && is_only_prerequisite(current.task, next.task)) {
+      // A chain's hop: the next task would drop its reference to this one as it starts.
+      // Drop it here with the queue's (or the slot's), in one go.
+      next.takes_prerequisites = false;
+      release(current.task, 2);
+    } else {
+      release(current.task);  // the reference the queue (or the slot) held
+    }
     current = next;
   }
   return true;
@@ -235,14 +248,14 @@ void add_reference(task_base* task) noexcept {
   task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
 }
 
-void release(task_base* task) noexcept {
+void release(task_base* task, std::uint32_t count) noexcept {
   // acquire: as in drop_handle, the sole owner destroys without a read-modify-write
-  if (task->references.load(std::memory_order_acquire) == task_base::one_reference) {
+  if (task->references.load(std::memory_order_acquire) == count * task_base::one_reference) {
     destroy(task);
     return;
   }
   // acq_rel: the last releaser sees every other owner's writes before destroying
-  if ((task->references.fetch_sub(task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == 1) {
+  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
     destroy(task);
   }
 }

@@ -153,6 +153,48 @@ TEST_CASE("task: prerequisites are released once the task starts") {
   CHECK(during == before + 1);  // the gate was released before the body ran
 }
 
+TEST_CASE("task: a chain runs hop by hop, whether or not anything else holds the hops") {
+  // Each hop begins as its prerequisite's completion removes its last lock, and the runner
+  // drops both its references to the finished hop at once (lib/task.cpp, run_queued):
+  // the last ones, or not, when the caller or the next body keeps a handle to it.
+  enum class holders { none, caller, next_body };
+  for (unsigned workers : {0u, 2u}) {
+    for (holders held : {holders::none, holders::caller, holders::next_body}) {
+      CAPTURE(workers);
+      CAPTURE(static_cast<int>(held));
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr int hops = 5000;
+      std::vector<task<int>> kept;
+      std::vector<int> order;
+      task_event gate("gate", pool);
+      task<int> last = pool.launch("first", [&order] {
+        order.push_back(0);
+        return 0;
+      }, gate);
+      for (int i = 1; i < hops; ++i) {
+        if (held == holders::caller) kept.push_back(last);
+        if (held == holders::next_body) {
+          last = pool.launch("hop", [&order, before = last, i] {
+            order.push_back(i);
+            return before.get_result() + 1;
+          }, last);
+        } else {
+          last = pool.launch("hop", [&order, i] {
+            order.push_back(i);
+            return i;
+          }, last);
+        }
+      }
+      gate.trigger();
+      CHECK(last.get_result() == hops - 1);
+      REQUIRE(order.size() == static_cast<std::size_t>(hops));
+      for (int i = 0; i < hops; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+      for (std::size_t i = 0; i < kept.size(); ++i) CHECK(kept[i].get_result() == static_cast<int>(i));
+    }
+  }
+}
+
 TEST_CASE("task: run_inline runs on the thread that removes the last lock") {
   no_leaks leaks;
   scheduler pool(test::options_with(2));

@@ -67,6 +67,7 @@ struct edge_group {
   bool own_block = false;  // allocated on its own (else it trails the task in one block)
 
   task_edge* edges() noexcept { return reinterpret_cast<task_edge*>(this + 1); }
+  const task_edge* edges() const noexcept { return reinterpret_cast<const task_edge*>(this + 1); }
 
   // bytes is the size of a group of `count` edges.
   static constexpr std::size_t bytes(std::size_t count) noexcept {
@@ -161,11 +162,12 @@ struct task_with_result<void> : task_base {};
 inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
 inline void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
 
-// add_handle / drop_handle / add_reference / release count references.
+// add_handle / drop_handle / add_reference / release count references (release drops
+// `count` at once).
 void add_handle(task_base* task) noexcept;
 void drop_handle(task_base* task) noexcept;
 void add_reference(task_base* task) noexcept;
-void release(task_base* task) noexcept;
+void release(task_base* task, std::uint32_t count = 1) noexcept;
 
 // run_queued is the scheduler's half of every task type's handler: it runs (or, at
 // shutdown, discards) a task the scheduler hands back.
