@@ -68,7 +68,7 @@ class handle_batch {
   }
 
  private:
-  static constexpr std::size_t capacity = 256;
+  static constexpr std::size_t capacity = 64;  // one run (lib/task_wait.cpp); small on a stack a waiting body may deepen
   std::size_t size_ = 0;
   task_base* const* slots_[capacity];
 };
