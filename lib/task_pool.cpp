@@ -47,10 +47,11 @@ struct heap {
   alignas(64) std::array<free_block*, class_sizes.size()> local{};
   std::atomic<std::int64_t> allocated{0};
   std::atomic<std::int64_t> freed_here{0};
+  std::atomic<std::int64_t> freed_for_others{0};  // blocks of other heaps this thread freed
   std::size_t slabs = 0;  // slabs this heap carved and still holds
   // Pushed by other threads, taken whole by the owner.
   alignas(64) std::array<std::atomic<free_block*>, class_sizes.size()> returned{};
-  std::atomic<std::int64_t> freed_elsewhere{0};
+  std::atomic<std::int64_t> freed_elsewhere{0};  // by threads without a heap of their own (exiting)
   // Cold.
   alignas(64) heap* next_parked = nullptr;  // in the parked list while no thread owns this heap
   heap* next_created = nullptr;             // in the list of every heap, for live_blocks()
@@ -224,13 +225,20 @@ void deallocate(void* memory, std::size_t size) noexcept {
   auto* block = static_cast<free_block*>(memory);
   MAGPIE_POISON(static_cast<char*>(memory) + sizeof(free_block), block_size - sizeof(free_block));
   std::size_t index = slab->class_index;
-  if (&owner == this_thread_heap.mine) {
+  heap* mine = this_thread_heap.mine;
+  if (&owner == mine) {
     block->next = owner.local[index];
     owner.local[index] = block;
     bump(owner.freed_here);
     return;
   }
-  owner.freed_elsewhere.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+  // Counted on this thread's heap where it has one (live_blocks sums every heap): no locked
+  // add on the owner's line per cross-thread free.
+  if (mine != nullptr) {
+    bump(mine->freed_for_others);
+  } else {
+    owner.freed_elsewhere.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+  }
   std::atomic<free_block*>& returned = owner.returned[index];
   free_block* head = returned.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
   do {
@@ -246,6 +254,7 @@ std::int64_t live_blocks() noexcept {
   for (heap* each = every_heap.load(std::memory_order_acquire); each != nullptr; each = each->next_created) {
     live += each->allocated.load(std::memory_order_relaxed) -        // relaxed: statistics
             each->freed_here.load(std::memory_order_relaxed) -       // relaxed: statistics
+            each->freed_for_others.load(std::memory_order_relaxed) - // relaxed: statistics
             each->freed_elsewhere.load(std::memory_order_relaxed);   // relaxed: statistics
   }
   return live;
