@@ -547,14 +547,11 @@ void ready_loop::ready(task_base* task) noexcept {
   }
 }
 
-// began_as_last_unlock: a plain task (no pipe, nothing extra) that would go to the next slot
-// once its last lock goes begins in the CAS that removes that lock — one read-modify-write
+// began_as_last_unlock: a plain task (no pipe, nothing extra) that would go to the free next
+// slot once its last lock goes begins in the CAS that removes that lock — one read-modify-write
 // where release_lock and then try_begin_execution take two (a chain's every hop).
 bool ready_loop::began_as_last_unlock(task_base* task) noexcept {
-  if (next_slot_ == nullptr || next_slot_->task != nullptr || task->kind() != task_kind::queued ||
-      task->extras != nullptr || !can_run_here(task)) {
-    return false;
-  }
+  if (task->kind() != task_kind::queued || task->extras != nullptr || !can_run_here(task)) return false;
   if (!task->state.try_unlock_and_begin(next_slot_->takes_prerequisites)) return false;
   next_slot_->task = task;
   next_slot_->begun = true;
@@ -620,7 +617,12 @@ void ready_loop::finish(task_base* task) noexcept {
     switch (in_order->kind) {
       case edge_kind::prerequisite:
       case edge_kind::pipe:
-        if (!began_as_last_unlock(subsequent)) lock_released(subsequent, subsequent->state.release_lock());
+        // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task
+        // with several prerequisites are not its last.
+        if (next_slot_ == nullptr || next_slot_->task != nullptr || !subsequent->state.one_lock_left() ||
+            !began_as_last_unlock(subsequent)) {
+          lock_released(subsequent, subsequent->state.release_lock());
+        }
         break;
       case edge_kind::nested:
         if (subsequent->state.release_part()) {

@@ -108,10 +108,11 @@ constexpr std::size_t run_limit = 64;
 std::size_t take_back_run(task_base* const* const* handles, std::size_t count, task_base** taken) noexcept {
   const thread_context& context = this_thread_context();
   if (context.owner == nullptr || context.deque == nullptr || count < 2) return 0;
-  std::size_t wanted = std::min(count, run_limit);
-  work_item* expected[run_limit];
-  for (std::size_t i = 0; i < wanted; ++i) expected[i] = taken[i] = *handles[i];
-  auto run = static_cast<std::size_t>(context.deque->newest_matching(expected, static_cast<std::int64_t>(wanted)));
+  // Each handle is read only once the one before matched: where the newest is not on top
+  // (a graph's sink, waiting on its prerequisites) this costs one look, not a run's worth.
+  auto expected = [&](std::int64_t i) -> work_item* { return taken[i] = *handles[i]; };
+  auto run = static_cast<std::size_t>(
+      context.deque->newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
   if (run < 2 || !context.deque->pop_newest(static_cast<std::int64_t>(run))) return 0;
   return run;
 }
@@ -207,9 +208,11 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
 
 void wait_all(task_base* const* const* handles, std::size_t count) noexcept {
   std::size_t next = 0;
+  bool runs_likely = true;  // until a look finds none: then the rest go one by one
   while (next < count) {
     task_base* taken[run_limit];
-    std::size_t run = take_back_run(handles + next, count - next, taken);
+    std::size_t run = runs_likely ? take_back_run(handles + next, count - next, taken) : 0;
+    runs_likely = run != 0;
     for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[next + i]);
     // What the run did not complete (nested tasks still running, another waiter ran it, a
     // body replaced a later handle), and whatever did not lie on the deque, is waited for.

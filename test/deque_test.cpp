@@ -46,10 +46,20 @@ TEST_CASE("deque: a run of the newest items is matched and popped at once, never
   work_stealing_deque<int> deque;
   for (int i = 0; i < 6; ++i) deque.push(i);
   const int newest[] = {5, 4, 3, 9};
-  CHECK(deque.newest_matching(newest, 4) == 3);  // stops at the first item that differs
-  CHECK(deque.newest_matching(newest, 2) == 2);
+  int asked = 0;
+  auto from = [&asked](const int* items) {
+    return [&asked, items](std::int64_t i) {
+      ++asked;
+      return items[i];
+    };
+  };
+  CHECK(deque.newest_matching(from(newest), 4) == 3);  // stops at the first item that differs
+  CHECK(asked == 4);
+  CHECK(deque.newest_matching(from(newest), 2) == 2);
   const int wrong[] = {4, 5};
-  CHECK(deque.newest_matching(wrong, 2) == 0);
+  asked = 0;
+  CHECK(deque.newest_matching(from(wrong), 2) == 0);
+  CHECK(asked == 1);  // nothing asked for past the first mismatch
   CHECK(deque.pop_newest(3));
   CHECK(deque.size_approx() == 3);
   CHECK_FALSE(deque.pop_newest(3));  // would take the oldest item, which thieves contend for
@@ -177,7 +187,7 @@ std::vector<std::size_t> take_everything(std::size_t n, int thieves, bool runs =
       std::size_t newest[8];
       for (std::size_t j = 0; j < 8; ++j) newest[j] = i - j;
       auto length = static_cast<std::int64_t>(1 + (i / 8) % 8);
-      std::int64_t matched = deque.newest_matching(newest, length);
+      std::int64_t matched = deque.newest_matching([&newest](std::int64_t j) { return newest[j]; }, length);
       if (matched > 0 && deque.pop_newest(matched)) own.insert(own.end(), newest, newest + matched);
     } else if (!runs && i % 3 == 2) {
       if (auto item = deque.pop()) own.push_back(*item);

@@ -39,7 +39,7 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
       deque->push(4);
       deque->push(5);
       const int newest[] = {5, 4};
-      if (deque->newest_matching(newest, 2) == 2 && deque->pop_newest(2)) {
+      if (deque->newest_matching([&newest](std::int64_t i) { return newest[i]; }, 2) == 2 && deque->pop_newest(2)) {
         take(0, 5);
         take(0, 4);
       }

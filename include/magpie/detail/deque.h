@@ -103,13 +103,15 @@ class work_stealing_deque {
     return pop_at(b, r).has_value();  // a thief may have taken it meanwhile: pop settles that
   }
 
-  // newest_matching counts how many of the newest items are expected[0], expected[1], …
-  // (newest first), up to `count`. Compares without dereferencing, as pop_if. Owner only.
-  std::int64_t newest_matching(const T* expected, std::int64_t count) const {
+  // newest_matching counts how many of the newest items are expected(0), expected(1), …
+  // (newest first), up to `count`, asking for each only after the one before matched.
+  // Compares without dereferencing, as pop_if. Owner thread only.
+  template <class Expected>
+  std::int64_t newest_matching(Expected&& expected, std::int64_t count) const {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
     std::int64_t matched = 0;
-    while (matched < count && b - 1 - matched >= top_seen_ && r->get(b - 1 - matched) == expected[matched]) ++matched;
+    while (matched < count && b - 1 - matched >= top_seen_ && r->get(b - 1 - matched) == expected(matched)) ++matched;
     return matched;
   }
 

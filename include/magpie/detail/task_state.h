@@ -113,6 +113,12 @@ class task_state {
                                               std::memory_order_relaxed);   // relaxed: the loser does nothing
   }
 
+  // one_lock_left says whether a single lock remains (a hint: another unlocker may be about
+  // to remove it), so try_unlock_and_begin's caller can skip its other checks cheaply.
+  bool one_lock_left() const noexcept {
+    return (num_locks_.load(std::memory_order_relaxed) & ~prerequisites_claimed) == 1;  // relaxed: a hint; the CAS decides
+  }
+
   // try_unlock_and_begin removes the caller's lock and begins execution in one CAS when it
   // is the last lock (release_lock, then try_begin_execution's CAS, without the second
   // read-modify-write), for a thread that would run the task at once. True then, with
