@@ -42,12 +42,22 @@ unsigned default_worker_count() noexcept {
 
 std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
 
+namespace {
+// Where the next slot search starts: round the table, so that a slot just freed is the last
+// to be taken again. A task that outlives its scheduler still names that slot (tasks carry
+// no generation), and a new scheduler there would receive its work; see docs/scheduler.md.
+std::atomic<std::size_t> next_slot_search{0};
+}  // namespace
+
 scheduler_slot::scheduler_slot(scheduler::impl* owner) {
-  for (std::size_t i = 0; i < living.size(); ++i) {
+  std::size_t start = next_slot_search.fetch_add(1, std::memory_order_relaxed);  // relaxed: only spreads the searches
+  for (std::size_t step = 0; step < living.size(); ++step) {
+    std::size_t i = (start + step) % living.size();
     scheduler::impl* empty = nullptr;
     // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
     if (living[i].compare_exchange_strong(empty, owner, std::memory_order_acq_rel, std::memory_order_relaxed)) {  // relaxed: on failure we only look at the next slot
       index_ = static_cast<std::uint8_t>(i);
+      next_slot_search.store(i + 1, std::memory_order_relaxed);  // relaxed: as above
       return;
     }
   }

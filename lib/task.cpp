@@ -7,6 +7,8 @@
 #include <magpie/task.h>
 
 #include <array>
+#include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -560,8 +562,47 @@ bool ready_loop::began_as_last_unlock(task_base* task) noexcept {
 
 namespace {
 // The spill stack of the ready loops on this thread (see ready_loop): grows for a wide
-// fan-out of completions at once, and keeps its capacity.
-thread_local std::vector<std::uintptr_t> spilled_completions;
+// fan-out of completions at once, and keeps its capacity. Trivially destructible: ready
+// loops still run after this thread's thread_locals are destroyed (a static scheduler's
+// shutdown runs leftover work; a thread_local handle's destructor triggers an event), so
+// the storage is freed by a separate guard and stays usable, allocated anew, after it.
+struct spill_stack {
+  std::uintptr_t* items;
+  std::size_t size;
+  std::size_t capacity;
+
+  void push(std::uintptr_t item) noexcept {
+    if (size == capacity) grow();
+    items[size++] = item;
+  }
+  std::uintptr_t pop() noexcept { return items[--size]; }
+  void grow() noexcept;
+};
+constinit thread_local spill_stack spilled_completions{nullptr, 0, 0};
+constinit thread_local bool spill_guard_gone = false;
+
+struct spill_guard {
+  spill_guard() = default;
+  spill_guard(const spill_guard&) = delete;
+  spill_guard& operator=(const spill_guard&) = delete;
+  ~spill_guard() {
+    std::free(spilled_completions.items);
+    spilled_completions = {nullptr, 0, 0};  // a later spill allocates again; emptied, it is freed
+    spill_guard_gone = true;
+  }
+};
+
+void spill_stack::grow() noexcept {
+  if (items == nullptr && !spill_guard_gone) {
+    thread_local spill_guard guard;  // constructed once: frees the storage at thread exit
+    (void)guard;
+  }
+  std::size_t bigger = capacity == 0 ? 64 : capacity * 2;
+  auto* moved = static_cast<std::uintptr_t*>(std::realloc(items, bigger * sizeof(std::uintptr_t)));
+  if (moved == nullptr) std::terminate();  // as a throwing push_back in this noexcept path would
+  items = moved;
+  capacity = bigger;
+}
 }  // namespace
 
 void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
@@ -571,17 +612,20 @@ void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
     return;
   }
   if (!spilled_) {
-    spill_base_ = spilled_completions.size();
+    spill_base_ = spilled_completions.size;
     spilled_ = true;
   }
-  spilled_completions.push_back(tagged);  // noexcept: no memory for it ends the program
+  spilled_completions.push(tagged);
 }
 
 std::uintptr_t ready_loop::take_newest() noexcept {
   if (spilled_) {
-    std::uintptr_t newest = spilled_completions.back();
-    spilled_completions.pop_back();
-    spilled_ = spilled_completions.size() > spill_base_;
+    std::uintptr_t newest = spilled_completions.pop();
+    spilled_ = spilled_completions.size > spill_base_;
+    if (spilled_completions.size == 0 && spill_guard_gone) {  // past the guard: nothing frees it later
+      std::free(spilled_completions.items);
+      spilled_completions = {nullptr, 0, 0};
+    }
     return newest;
   }
   return queued_[--queued_here_];

@@ -170,6 +170,44 @@ TEST_CASE("task_event: a 100,000-event chain feeding a pipe releases the piped t
   }
 }
 
+namespace {
+// A thread_local that triggers an event when its thread exits: after the thread's other
+// thread_locals constructed later than it are gone, the ready loop's spill stack included.
+task_event* gate_at_exit = nullptr;
+struct trigger_at_exit {
+  ~trigger_at_exit() {
+    if (gate_at_exit != nullptr) gate_at_exit->trigger();
+  }
+};
+thread_local trigger_at_exit exit_trigger;
+
+// fan_out_behind launches `count` inline tasks behind `gate`: triggering it completes more
+// of them at once than the ready loop holds without spilling.
+void fan_out_behind(scheduler& pool, const task_event& gate, std::atomic<int>& ran, std::vector<task<>>& into,
+                    int count) {
+  for (int i = 0; i < count; ++i) into.push_back(pool.launch("fan", [&ran] { ran.fetch_add(1); }, gate, run_inline));
+}
+}  // namespace
+
+TEST_CASE("task_event: a wide fan-out completes from a thread_local destructor at thread exit") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::atomic<int> ran{0};
+  std::vector<task<>> tasks;
+  task_event at_exit("at exit", pool);
+  fan_out_behind(pool, at_exit, ran, tasks, 10);
+  gate_at_exit = &at_exit;
+  std::thread([&] {
+    (void)&exit_trigger;  // constructed first, so destroyed after the spill stack's storage
+    task_event now("now", pool);
+    fan_out_behind(pool, now, ran, tasks, 10);
+    now.trigger();  // spills on this thread
+  }).join();
+  gate_at_exit = nullptr;
+  CHECK(ran.load() == 20);
+  CHECK(at_exit.is_completed());
+}
+
 TEST_CASE("task_event: dropping the last handle of an untriggered event that tasks wait for is reported") {
   test::diagnostic_recorder recorder;
   scheduler pool(test::options_with(1));
