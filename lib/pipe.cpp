@@ -46,7 +46,10 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
       if (word != 0) unfinished_.compare_exchange_strong(word, 0, std::memory_order_relaxed);  // relaxed: only the bit changes
       return true;
     }
-    if (pool.workers.empty() && owner_->try_run_one()) continue;  // nobody else runs the tasks
+    if (pool.workers.empty() && owner_->try_run_one()) {  // nobody else runs the tasks
+      nap.helped();
+      continue;
+    }
     auto now = std::chrono::steady_clock::now();
     if (deadline != nullptr && now >= *deadline) return false;
     if ((word & sleeper_bit) == 0 &&

@@ -31,7 +31,7 @@ void detail::renew_own_deque_generation() noexcept {
   own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
 }
 
-scheduler::impl* task_group::default_owner() noexcept { return &detail::scheduler_access::of(default_scheduler()); }
+scheduler::impl* task_group::default_owner() { return &detail::scheduler_access::of(default_scheduler()); }
 
 task_group::task_group(scheduler& owner)
     : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {

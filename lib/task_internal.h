@@ -73,10 +73,10 @@ class ready_loop {
 };
 
 // no_worker_nap: how long a thread waiting on a scheduler without workers blocks before it
-// helps again (50 µs, doubling to 2 ms while nothing changes). Without workers, queued work
-// runs only when a waiting thread helps: another waiter may make what this one waits for
-// ready (through a prerequisite it ran) and go away, leaving it queued with nobody to run
-// it, and nothing wakes this thread for that.
+// helps again (50 µs, doubling to 2 ms while helping finds nothing to run). Without
+// workers, queued work runs only when a waiting thread helps: another waiter may make what
+// this one waits for ready (through a prerequisite it ran) and go away, leaving it queued
+// with nobody to run it, and nothing wakes this thread for that.
 class no_worker_nap {
  public:
   std::chrono::nanoseconds next() noexcept {
@@ -84,10 +84,13 @@ class no_worker_nap {
     nap_ = std::min(nap_ * 2, longest);
     return now;
   }
+  // helped: the waiter ran something, so things are moving again: nap briefly next time.
+  void helped() noexcept { nap_ = shortest; }
 
  private:
+  static constexpr std::chrono::nanoseconds shortest = std::chrono::microseconds(50);
   static constexpr std::chrono::nanoseconds longest = std::chrono::milliseconds(2);
-  std::chrono::nanoseconds nap_ = std::chrono::microseconds(50);
+  std::chrono::nanoseconds nap_ = shortest;
 };
 
 // owner_of is the scheduler `task` belongs to.

@@ -171,7 +171,10 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // task: the handle no longer names it, so there is nothing left to wait for.
     if (through != nullptr && *through != task) return true;
     if (task->is_completed()) return true;
-    if (help(task)) continue;
+    if (help(task)) {
+      nap.helped();
+      continue;
+    }
     for (int i = 0; i < spin_checks; ++i) {
       if (task->is_completed()) return true;
       for (int pause = 0; pause < 16; ++pause) cpu_relax();

@@ -217,7 +217,7 @@ class task_group {
     spawn_general(child, at);
   }
   void spawn_general(detail::group_child_base* child, priority at);
-  static scheduler::impl* default_owner() noexcept;
+  static scheduler::impl* default_owner();  // may throw: creating the default scheduler can
   // remember_home keeps the calling thread's own deque, if it has one for owner_, with
   // what its spawns need: read once here rather than per spawn.
   void remember_home(const detail::thread_context& context) noexcept {
