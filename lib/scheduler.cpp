@@ -1,6 +1,7 @@
 // The scheduler's workers: finding work, parking, standby workers, shutdown.
 // Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
 #include "scheduler_impl.h"
+#include "task_census.h"
 
 #include <magpie/detail/thread_tag.h>
 
@@ -41,31 +42,46 @@ unsigned default_worker_count() noexcept {
 }
 
 std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
+constinit char scheduler_slot::retired_tag = 0;
 
 namespace {
 // Where the next slot search starts: round the table, so that a slot just freed is the last
-// to be taken again. A task that outlives its scheduler still names that slot (tasks carry
-// no generation), and a new scheduler there would receive its work; see docs/scheduler.md.
+// to be taken again (cheap insurance; retirement is what keeps a dead scheduler's tasks out).
 std::atomic<std::size_t> next_slot_search{0};
 }  // namespace
+
+bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
+  scheduler::impl* seen = living[index].load(std::memory_order_acquire);  // acquire: as the CAS below
+  // A retired slot is free once the last task naming it is gone: nothing can make one
+  // (its scheduler is gone), so the count only falls, and zero stays zero.
+  if (seen == retired() && detail::live_tasks_naming(static_cast<std::uint8_t>(index)) != 0) return false;
+  if (seen != nullptr && seen != retired()) return false;
+  // acq_rel: a slot's new owner sees the previous owner's release (its destruction or
+  // retirement, and with it the tasks the census counts)
+  return living[index].compare_exchange_strong(seen, owner, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed);  // relaxed: on failure we look on
+}
 
 scheduler_slot::scheduler_slot(scheduler::impl* owner) {
   std::size_t start = next_slot_search.fetch_add(1, std::memory_order_relaxed);  // relaxed: only spreads the searches
   for (std::size_t step = 0; step < living.size(); ++step) {
     std::size_t i = (start + step) % living.size();
-    scheduler::impl* empty = nullptr;
-    // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
-    if (living[i].compare_exchange_strong(empty, owner, std::memory_order_acq_rel, std::memory_order_relaxed)) {  // relaxed: on failure we only look at the next slot
+    if (claim(i, owner)) {
       index_ = static_cast<std::uint8_t>(i);
       next_slot_search.store(i + 1, std::memory_order_relaxed);  // relaxed: as above
       return;
     }
   }
-  throw std::length_error("magpie: 256 schedulers are alive at once, the most there can be");
+  throw std::length_error(
+      "magpie: 256 schedulers are alive at once (counting destroyed ones whose tasks are still alive), the most "
+      "there can be");
 }
 
 scheduler_slot::~scheduler_slot() {
-  living[index_].store(nullptr, std::memory_order_release);  // release: pairs with the next owner's claim
+  // Every task naming this slot was made before now (launching on a scheduler being
+  // destroyed is a use after free), so the census is a bound from above from here on.
+  scheduler::impl* after = detail::live_tasks_naming(index_) == 0 ? nullptr : retired();
+  living[index_].store(after, std::memory_order_release);  // release: pairs with the next owner's claim
 }
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)

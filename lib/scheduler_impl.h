@@ -96,9 +96,16 @@ inline thread_context& this_thread_context() noexcept { return current_thread_co
 // scheduler_slot names a living scheduler in one byte, so that a task can name its
 // scheduler (task_base::owner_index) in a byte rather than a pointer: what keeps a task
 // with a pointer's worth of captures in one cache line.
+//
+// A scheduler destroyed while tasks naming it are alive (a handle kept, a task behind an
+// event not yet triggered) leaves its slot retired rather than free: such a task that
+// becomes ready later is reported and completes as never run (ready_loop), where a reused
+// slot would hand it to a stranger's scheduler. The slot is reused once the census
+// (task_census.h) says its last task is gone.
 class scheduler_slot {
  public:
-  // Takes a free slot for `owner`; throws std::length_error when 256 schedulers are alive.
+  // Takes a free slot for `owner`; throws std::length_error when 256 schedulers are alive
+  // (retired slots whose tasks are still alive count as alive).
   explicit scheduler_slot(scheduler::impl* owner);
   ~scheduler_slot();
   scheduler_slot(const scheduler_slot&) = delete;
@@ -106,15 +113,25 @@ class scheduler_slot {
 
   std::uint8_t index() const noexcept { return index_; }
 
-  // at is the scheduler in slot `index`.
+  // at is the scheduler in slot `index`, or retired() once it is gone.
   static scheduler::impl* at(std::uint8_t index) noexcept {
     // relaxed: a slot is filled before its scheduler exists for anyone, so whoever holds
-    // one of its tasks learnt of the scheduler after the store (ordered by what handed it over)
+    // one of its tasks learnt of the scheduler after the store (ordered by what handed it
+    // over); retirement is ordered for a task's holder by what ended the scheduler's life
     return living[index].load(std::memory_order_relaxed);
   }
+  static bool is_retired(std::uint8_t index) noexcept { return at(index) == retired(); }
+
+  // retired marks a slot whose scheduler is gone while tasks naming it live on. Never
+  // dereferenced; no thread's context names it, so comparing a context's scheduler with
+  // it is safe.
+  static scheduler::impl* retired() noexcept { return reinterpret_cast<scheduler::impl*>(&retired_tag); }
 
  private:
+  static bool claim(std::size_t index, scheduler::impl* owner) noexcept;
+
   static std::array<std::atomic<scheduler::impl*>, 256> living;
+  static constinit char retired_tag;
   std::uint8_t index_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // The task state machine: references, prerequisites, launch, execution, completion.
 // Waiting and retraction live in task_wait.cpp, pipes in pipe.cpp.
 #include "task_internal.h"
+#include "task_census.h"
 
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
@@ -15,34 +16,6 @@
 namespace magpie::detail {
 
 namespace {
-
-// --- live-task counter: per-thread, single-writer slots ----------------------------------
-
-struct alignas(cache_line) live_slot {
-  std::atomic<std::int64_t> created{0};
-  std::atomic<std::int64_t> destroyed{0};
-  live_slot* next = nullptr;
-};
-
-std::atomic<live_slot*> every_slot{nullptr};
-
-live_slot& my_slot() {
-  thread_local live_slot* mine = [] {
-    auto* fresh = new live_slot();  // one per thread that ever creates or destroys a task; never freed
-    fresh->next = every_slot.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
-    while (!every_slot.compare_exchange_weak(fresh->next, fresh,
-                                             std::memory_order_release,    // release: live_tasks() sees the slot whole
-                                             std::memory_order_relaxed)) {  // relaxed: we only retry
-    }
-    return fresh;
-  }();
-  return *mine;
-}
-
-void bump(std::atomic<std::int64_t>& single_writer) noexcept {
-  // relaxed: a statistic with one writer, so load+store instead of a locked add
-  single_writer.store(single_writer.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
 
 constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 
@@ -81,7 +54,7 @@ void destroy(task_base* task) noexcept {
     }
     delete task->extras;
   }
-  bump(my_slot().destroyed);
+  count_destroyed(task->owner_index);
   task->apply(task_op::destroy);
 }
 
@@ -109,14 +82,25 @@ bool can_run_here(const task_base* task) noexcept {
   return !is_background(task->task_priority()) || context.self->kind == worker_kind::background;
 }
 
+// report_orphan reports a task that became ready after its scheduler was destroyed (see
+// scheduler_slot). Cold.
+[[gnu::cold, gnu::noinline]] void report_orphan(const task_base* task) noexcept {
+  report(diagnostic_kind::never_ran, std::string("task '") + task->name +
+                                         "' became ready after its scheduler was destroyed: it never runs");
+}
+
 // enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
 void enqueue(task_base* task) noexcept {
-  if (task->target == target_none) {
-    owner_of(task)->schedule(task, task->task_priority());
+  scheduler::impl* owner = owner_of(task);
+  if (owner == scheduler_slot::retired()) {
+    report_orphan(task);
+    run_queued(task, work_action::discard);  // as a scheduler shutting down with it queued
+  } else if (task->target == target_none) {
+    owner->schedule(task, task->task_priority());
   } else {
-    owner_of(task)->facade.schedule(task, named_thread(task->target >> 2u),
-                                 (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
-                                 (task->target & 1u) != 0);
+    owner->facade.schedule(task, named_thread(task->target >> 2u),
+                           (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
+                           (task->target & 1u) != 0);
   }
 }
 
@@ -191,18 +175,6 @@ constinit thread_local running_frame* innermost_running = nullptr;
 
 // --- memory and references ---------------------------------------------------------------
 
-void count_created() noexcept { bump(my_slot().created); }
-
-std::int64_t live_tasks() noexcept {
-  std::int64_t live = 0;
-  // acquire: pairs with my_slot's release CAS
-  for (live_slot* each = every_slot.load(std::memory_order_acquire); each != nullptr; each = each->next) {
-    live += each->created.load(std::memory_order_relaxed) -   // relaxed: statistics
-            each->destroyed.load(std::memory_order_relaxed);  // relaxed: statistics
-  }
-  return live;
-}
-
 task_extras& task_base::ensure_extras() {
   if (extras == nullptr) extras = new task_extras();
   return *extras;
@@ -268,6 +240,7 @@ void initialise(task_base* task, const char* name, task_kind kind, scheduler& ow
   task->kind_and_priority = static_cast<std::uint8_t>(static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
   task->owner_index = scheduler_access::of(owner).slot.index();
   task->target = target;
+  count_created(task->owner_index);
 }
 
 // --- prerequisites -----------------------------------------------------------------------
@@ -533,10 +506,14 @@ void ready_loop::ready(task_base* task) noexcept {
       return;
     case task_kind::inline_run: {
       bool takes_prerequisites = false;
-      if (task->state.try_begin_execution(takes_prerequisites)) {
-        run_body(task, takes_prerequisites);
-        if (finish_body(task)) completed(task, false);
+      if (!task->state.try_begin_execution(takes_prerequisites)) return;
+      if (scheduler_slot::is_retired(task->owner_index)) {
+        report_orphan(task);
+        never_ran(task, takes_prerequisites);  // completes it, and drops the system's reference
+        return;
       }
+      run_body(task, takes_prerequisites);
+      if (finish_body(task)) completed(task, false);
       return;
     }
     case task_kind::queued:

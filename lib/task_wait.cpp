@@ -25,12 +25,14 @@ struct alignas(cache_line) padded_event_count {
   event_count<> events;
 };
 
-// can_retract_here: a task bound to a named thread runs only on that thread.
+// can_retract_here: a task bound to a named thread runs only on that thread; a task whose
+// scheduler is gone never runs (it completes as never run once ready: ready_loop).
 bool can_retract_here(const task_base* task) noexcept {
   if (task->kind() != task_kind::queued) return false;  // events and inline tasks run when their locks go
-  if (task->target == target_none) return true;
+  scheduler::impl* owner = owner_of(task);
+  if (task->target == target_none) return owner != scheduler_slot::retired();
   const thread_context& context = this_thread_context();
-  return context.owner == owner_of(task) && context.named == static_cast<int>(task->target >> 2u);
+  return context.owner == owner && context.named == static_cast<int>(task->target >> 2u);
 }
 
 // help runs other work while waiting, where that is the only way forward: on the named
@@ -39,6 +41,7 @@ bool can_retract_here(const task_base* task) noexcept {
 bool help(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
   scheduler::impl* owner = owner_of(task);
+  if (owner == scheduler_slot::retired()) return false;  // nothing of its scheduler is left to run
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
     return owner->run_one_named_item(task->target >> 2u);
   }
@@ -192,7 +195,9 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
-    bool napping = owner_of(task)->workers.empty();
+    // (A task whose scheduler is gone completes on another thread, which wakes us.)
+    scheduler::impl* owner = owner_of(task);
+    bool napping = owner != scheduler_slot::retired() && owner->workers.empty();
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
       continue;

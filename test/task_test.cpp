@@ -359,6 +359,70 @@ TEST_CASE("task: a launch after shutdown is reported and the task completes as n
   CHECK(recorder.count() >= 1);
 }
 
+TEST_CASE("task: a task that becomes ready after its scheduler was destroyed is reported and never runs") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler keeper(test::options_with(1));
+  task_event gate("gate", keeper);
+  std::atomic<int> runs{0};
+  task<int> orphan;
+  task<int> inline_orphan;
+  {
+    scheduler doomed(test::options_with(1));
+    orphan = doomed.launch("orphan", [&] { return ++runs; }, prerequisites(gate));
+    inline_orphan = doomed.launch("inline orphan", [&] { return ++runs; }, prerequisites(gate), run_inline);
+  }
+  // A scheduler made since must not inherit them (nor does waiting on them touch the dead one).
+  scheduler stranger(test::options_with(1));
+  CHECK_FALSE(orphan.wait(std::chrono::milliseconds(1)));
+  std::atomic<bool> after_ran{false};
+  task<> after = keeper.launch("after the orphan", [&] { after_ran = true; }, prerequisites(orphan));
+  gate.trigger();
+  CHECK(orphan.wait(std::chrono::seconds(10)));
+  CHECK(inline_orphan.is_completed());
+  after.wait();
+  CHECK(after_ran);  // its subsequents go on, as after any task that never ran
+  CHECK(runs == 0);
+  CHECK_THROWS_AS(orphan.get_result(), task_never_ran);
+  CHECK_THROWS_AS(inline_orphan.get_result(), task_never_ran);
+  std::size_t orphans_reported = 0;
+  for (const auto& each : recorder.reports()) {
+    if (each.kind == diagnostic_kind::never_ran && each.message.find("after its scheduler was destroyed") != std::string::npos) {
+      ++orphans_reported;
+    }
+  }
+  CHECK(orphans_reported == 2);
+}
+
+TEST_CASE("task: a destroyed scheduler's slot is taken again only once its last task is gone") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  task_event gate("gate");
+  task<> orphan;
+  {
+    scheduler doomed(test::options_with(0));
+    orphan = doomed.launch("orphan", [] {}, prerequisites(gate));
+  }
+  // Fill every slot the table has left: the doomed scheduler's is not among them.
+  std::vector<std::unique_ptr<scheduler>> filling;
+  bool full = false;
+  while (!full && filling.size() < 300) {
+    try {
+      filling.push_back(std::make_unique<scheduler>(test::options_with(0)));
+    } catch (const std::length_error&) {
+      full = true;
+    }
+  }
+  REQUIRE(full);
+  CHECK(filling.size() < 256);
+  gate.trigger();
+  orphan.wait();
+  // The orphan, completed but still held, names the retired slot.
+  CHECK_THROWS_AS((void)std::make_unique<scheduler>(test::options_with(0)), std::length_error);
+  orphan = task<>();
+  CHECK_NOTHROW(filling.push_back(std::make_unique<scheduler>(test::options_with(0))));
+}
+
 TEST_CASE("task: launching, running and releasing allocates nothing from operator new once warm") {
   no_leaks leaks;
   scheduler pool(test::options_with(1));

@@ -110,13 +110,17 @@ struct scheduler_counters {
 };
 
 // scheduler owns worker threads and the queues they drain. Several may live in one
-// process; `default_scheduler()` is the lazily created shared one.
+// process (up to 256 at once); `default_scheduler()` is the lazily created shared one.
 class scheduler {
  public:
-  // scheduler starts the workers.
+  // scheduler starts the workers. Throws std::length_error when 256 schedulers are alive,
+  // counting destroyed ones some of whose tasks are still alive (see ~scheduler).
   explicit scheduler(scheduler_options options = {});
 
-  // ~scheduler calls shutdown().
+  // ~scheduler calls shutdown(). Tasks of this scheduler may outlive it (handles kept): one
+  // that becomes ready afterwards (behind an event triggered later) is reported and
+  // completes holding task_never_ran, and until the last of them is gone the scheduler
+  // still counts against the 256.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -173,7 +173,8 @@ void release(task_base* task, std::uint32_t count = 1) noexcept;
 // shutdown, discards) a task the scheduler hands back.
 bool run_queued(work_item* item, work_action action) noexcept;
 
-// initialise fills in what every new task needs; `target` per task_base::target.
+// initialise fills in what every new task needs, and counts it among its scheduler's live
+// tasks (every task is made through it); `target` per task_base::target.
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner,
                 priority task_priority, std::uint8_t target) noexcept;
 
@@ -235,7 +236,6 @@ void report_invalid(const char* operation) noexcept;
 
 // live_tasks counts tasks created and not yet destroyed, all threads together.
 std::int64_t live_tasks() noexcept;
-void count_created() noexcept;
 
 // --- the type-specific part ---------------------------------------------------------------
 
@@ -266,7 +266,6 @@ struct task_impl final : task_with_result<R> {
       throw;
     }
     self->handler = &handle;
-    count_created();
     return self;
   }
 
@@ -334,7 +333,6 @@ struct completed_task final : task_with_result<R> {
       throw;
     }
     self->handler = &handle;
-    count_created();
     return self;
   }
 
@@ -355,7 +353,6 @@ struct event_task final : task_with_result<void> {
     void* memory = allocate_task(sizeof(event_task));
     auto* self = new (memory) event_task;
     self->handler = &handle;
-    count_created();
     return self;
   }
   static bool handle(work_item* item, work_action action) noexcept {

@@ -1,0 +1,108 @@
+#include "task_census.h"
+
+#include <magpie/detail/atomics.h>
+#include <magpie/detail/task_base.h>
+
+#include <array>
+#include <atomic>
+
+namespace magpie::detail {
+
+namespace {
+
+// census_record is one thread's count of tasks created minus tasks destroyed, per slot.
+// One writer at a time: its thread, or after that thread exits, the next thread that
+// adopts the record (the counts carry over: only the sum over records means anything).
+// Records start on cache lines of their own: each is written by its own thread.
+struct alignas(cache_line) census_record {
+  std::array<std::atomic<std::int64_t>, 256> net_by_slot{};
+  std::atomic<bool> in_use{true};
+  census_record* next = nullptr;  // written before the record is published, then never
+};
+
+constinit std::atomic<census_record*> every_record{nullptr};
+constinit thread_local census_record* this_threads_record = nullptr;
+constinit thread_local bool record_returned = false;
+
+census_record* adopt_or_add() {
+  // acquire: pairs with add's release, so the walk sees each record's `next`
+  for (census_record* each = every_record.load(std::memory_order_acquire); each != nullptr; each = each->next) {
+    bool free = false;
+    // acquire: pairs with the leaving thread's release, so its counts are ours to go on from
+    if (!each->in_use.load(std::memory_order_relaxed) &&  // relaxed: only a guess before the CAS
+        each->in_use.compare_exchange_strong(free, true, std::memory_order_acquire, std::memory_order_relaxed)) {  // relaxed: taken by another, look on
+      return each;
+    }
+  }
+  auto* fresh = new census_record();  // never freed: adopted by later threads instead
+  fresh->next = every_record.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
+  // release: a reader that finds the record sees it whole
+  while (!every_record.compare_exchange_weak(fresh->next, fresh, std::memory_order_release,
+                                             std::memory_order_relaxed)) {  // relaxed: we only retry
+  }
+  return fresh;
+}
+
+// record_keeper hands this thread's record back at thread exit. A task destroyed on this
+// thread after that (a thread_local handle's destructor) adopts a record for good.
+struct record_keeper {
+  record_keeper() = default;
+  record_keeper(const record_keeper&) = delete;
+  record_keeper& operator=(const record_keeper&) = delete;
+  ~record_keeper() {
+    census_record* mine = this_threads_record;
+    this_threads_record = nullptr;
+    record_returned = true;
+    mine->in_use.store(false, std::memory_order_release);  // release: pairs with the adopter's acquire
+  }
+};
+
+[[gnu::cold, gnu::noinline]] census_record* claim_record() {
+  census_record* mine = adopt_or_add();
+  this_threads_record = mine;
+  if (!record_returned) {
+    thread_local record_keeper keeper;  // constructed once, on the first claim
+    (void)keeper;
+  }
+  return mine;
+}
+
+void add(std::uint8_t slot, std::int64_t delta) noexcept {
+  census_record* mine = this_threads_record;
+  if (mine == nullptr) [[unlikely]] mine = claim_record();
+  std::atomic<std::int64_t>& net = mine->net_by_slot[slot];
+  // relaxed: one writer; readers only sum, and what orders them is what handed over the
+  // tasks (see live_tasks_naming)
+  net.store(net.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+template <class Each>
+std::int64_t sum_records(Each&& per_record) noexcept {
+  std::int64_t total = 0;
+  // acquire: pairs with adopt_or_add's release
+  for (census_record* each = every_record.load(std::memory_order_acquire); each != nullptr; each = each->next) {
+    total += per_record(*each);
+  }
+  return total;
+}
+
+}  // namespace
+
+void count_created(std::uint8_t slot) noexcept { add(slot, 1); }
+void count_destroyed(std::uint8_t slot) noexcept { add(slot, -1); }
+
+std::int64_t live_tasks_naming(std::uint8_t slot) noexcept {
+  return sum_records([slot](const census_record& record) {
+    return record.net_by_slot[slot].load(std::memory_order_relaxed);  // relaxed: see add
+  });
+}
+
+std::int64_t live_tasks() noexcept {
+  return sum_records([](const census_record& record) {
+    std::int64_t live = 0;
+    for (const auto& net : record.net_by_slot) live += net.load(std::memory_order_relaxed);  // relaxed: see add
+    return live;
+  });
+}
+
+}  // namespace magpie::detail

@@ -1,0 +1,24 @@
+// Private to lib/: how many tasks are alive, per scheduler slot.
+//
+// A task names its scheduler by a one-byte slot (scheduler_slot). When a scheduler is
+// destroyed while tasks that name it are still alive, its slot is retired instead of
+// freed: reused, a task launched behind a late event would run on a stranger's scheduler.
+// The census says when a retired slot's last task is gone. It costs no read-modify-write:
+// each thread counts in a record of its own (a load and a store), and only a reader sums
+// the records — which only the slot code and the tests do.
+#pragma once
+
+#include <cstdint>
+
+namespace magpie::detail {
+
+// count_created / count_destroyed: a task naming scheduler slot `slot` came / went.
+void count_created(std::uint8_t slot) noexcept;
+void count_destroyed(std::uint8_t slot) noexcept;
+
+// live_tasks_naming: the tasks alive that name `slot`. Exact once nobody creates tasks
+// naming it (its scheduler is gone): the sum can only fall from there, and a reading made
+// while tasks are destroyed is never below the truth.
+std::int64_t live_tasks_naming(std::uint8_t slot) noexcept;
+
+}  // namespace magpie::detail
