@@ -15,7 +15,7 @@ namespace {
 // adopts the record (the counts carry over: only the sum over records means anything).
 // Records start on cache lines of their own: each is written by its own thread.
 struct alignas(cache_line) census_record {
-  std::array<std::atomic<std::int64_t>, 256> net_by_slot{};
+  std::array<census_count, 256> net_by_slot{};
   std::atomic<bool> in_use{true};
   census_record* next = nullptr;  // written before the record is published, then never
 };
@@ -25,7 +25,7 @@ constinit thread_local census_record* this_threads_record = nullptr;
 constinit thread_local bool record_returned = false;
 
 census_record* adopt_or_add() {
-  // acquire: pairs with add's release, so the walk sees each record's `next`
+  // acquire: pairs with the publishing CAS below, so the walk sees each record's `next`
   for (census_record* each = every_record.load(std::memory_order_acquire); each != nullptr; each = each->next) {
     bool free = false;
     // acquire: pairs with the leaving thread's release, so its counts are ours to go on from
@@ -34,7 +34,7 @@ census_record* adopt_or_add() {
       return each;
     }
   }
-  auto* fresh = new census_record();  // never freed: adopted by later threads instead
+  auto* fresh = new census_record();  // never freed: adopted by later threads instead (out of memory here ends the program)
   fresh->next = every_record.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
   // release: a reader that finds the record sees it whole
   while (!every_record.compare_exchange_weak(fresh->next, fresh, std::memory_order_release,
@@ -52,29 +52,11 @@ struct record_keeper {
   ~record_keeper() {
     census_record* mine = this_threads_record;
     this_threads_record = nullptr;
+    census_counts = nullptr;
     record_returned = true;
     mine->in_use.store(false, std::memory_order_release);  // release: pairs with the adopter's acquire
   }
 };
-
-[[gnu::cold, gnu::noinline]] census_record* claim_record() {
-  census_record* mine = adopt_or_add();
-  this_threads_record = mine;
-  if (!record_returned) {
-    thread_local record_keeper keeper;  // constructed once, on the first claim
-    (void)keeper;
-  }
-  return mine;
-}
-
-void add(std::uint8_t slot, std::int64_t delta) noexcept {
-  census_record* mine = this_threads_record;
-  if (mine == nullptr) [[unlikely]] mine = claim_record();
-  std::atomic<std::int64_t>& net = mine->net_by_slot[slot];
-  // relaxed: one writer; readers only sum, and what orders them is what handed over the
-  // tasks (see live_tasks_naming)
-  net.store(net.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-}
 
 template <class Each>
 std::int64_t sum_records(Each&& per_record) noexcept {
@@ -88,8 +70,18 @@ std::int64_t sum_records(Each&& per_record) noexcept {
 
 }  // namespace
 
-void count_created(std::uint8_t slot) noexcept { add(slot, 1); }
-void count_destroyed(std::uint8_t slot) noexcept { add(slot, -1); }
+constinit thread_local census_count* census_counts = nullptr;
+
+[[gnu::cold, gnu::noinline]] census_count* claim_census_record() noexcept {
+  census_record* mine = adopt_or_add();
+  this_threads_record = mine;
+  census_counts = mine->net_by_slot.data();
+  if (!record_returned) {
+    thread_local record_keeper keeper;  // constructed once, on the first claim
+    (void)keeper;
+  }
+  return census_counts;
+}
 
 std::int64_t live_tasks_naming(std::uint8_t slot) noexcept {
   return sum_records([slot](const census_record& record) {

@@ -8,13 +8,28 @@
 // the records — which only the slot code and the tests do.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace magpie::detail {
 
+// census_counts is this thread's record: per slot, tasks created minus tasks destroyed
+// here (nullptr until the thread first counts; see task_census.cpp).
+using census_count = std::atomic<std::int64_t>;
+extern constinit thread_local census_count* census_counts;
+census_count* claim_census_record() noexcept;
+
+inline void add_to_census(std::uint8_t slot, std::int64_t delta) noexcept {
+  census_count* counts = census_counts;
+  if (counts == nullptr) [[unlikely]] counts = claim_census_record();
+  // relaxed: one writer; readers only sum, ordered by what handed the tasks over (see
+  // live_tasks_naming)
+  counts[slot].store(counts[slot].load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
 // count_created / count_destroyed: a task naming scheduler slot `slot` came / went.
-void count_created(std::uint8_t slot) noexcept;
-void count_destroyed(std::uint8_t slot) noexcept;
+inline void count_created(std::uint8_t slot) noexcept { add_to_census(slot, 1); }
+inline void count_destroyed(std::uint8_t slot) noexcept { add_to_census(slot, -1); }
 
 // live_tasks_naming: the tasks alive that name `slot`. Exact once nobody creates tasks
 // naming it (its scheduler is gone): the sum can only fall from there, and a reading made
