@@ -214,7 +214,8 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   }
 }
 
-void wait_all(task_base* const* const* handles, std::size_t count) noexcept {
+bool wait_all(task_base* const* const* handles, std::size_t count,
+              const std::chrono::steady_clock::time_point* deadline) noexcept {
   std::size_t next = 0;
   bool runs_likely = true;  // until a look finds none: then the rest go one by one
   while (next < count) {
@@ -225,11 +226,13 @@ void wait_all(task_base* const* const* handles, std::size_t count) noexcept {
     // What the run did not complete (nested tasks still running, another waiter ran it, a
     // body replaced a later handle), and whatever did not lie on the deque, is waited for.
     std::size_t end = next + std::max<std::size_t>(run, 1);
+    // (A run is taken back whatever the deadline: running it here is how it completes soonest.)
     for (; next < end; ++next) {
       task_base* task = *handles[next];
-      if (task != nullptr && !task->is_completed()) wait(task, nullptr, handles[next]);
+      if (task != nullptr && !task->is_completed() && !wait(task, deadline, handles[next])) return false;
     }
   }
+  return true;
 }
 
 void rethrow_if_failed(task_base* task) {

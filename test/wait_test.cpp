@@ -224,6 +224,21 @@ TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and run
     handles.clear();
     CHECK(detail::live_tasks() == before);
   }
+  SUBCASE("with a timeout: runs are taken back too; false for what cannot complete in time") {
+    task_event gate("gate", pool);
+    int ran = 0;
+    std::vector<task<int>> handles;
+    handles.push_back(pool.launch("gated", [] { return -1; }, gate));  // oldest: waited for last
+    for (int i = 0; i < 200; ++i) handles.push_back(pool.launch("part", [&ran, i] { return ++ran, i; }));
+    CHECK_FALSE(wait_all(handles, std::chrono::milliseconds(1)));
+    CHECK(ran == 200);  // retraction runs what it can whatever the deadline
+    for (std::size_t i = 1; i < handles.size(); ++i) CHECK(handles[i].get_result() == static_cast<int>(i) - 1);
+    gate.trigger();
+    CHECK(wait_all(handles, std::chrono::seconds(10)));
+    CHECK(handles[0].get_result() == -1);
+    handles.clear();
+    CHECK(detail::live_tasks() == before + 1);  // the gate, until it goes out of scope
+  }
   SUBCASE("a body drops one handle still to be waited for and replaces another") {
     task<> below = pool.launch("below", [] {});  // under the run: the whole run comes back at once
     std::vector<task<int>> handles;

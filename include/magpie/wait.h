@@ -57,50 +57,54 @@ namespace detail {
 // detail::wait_all), by address: a body run meanwhile may replace a later one.
 class handle_batch {
  public:
-  void add(const task<>& handle) noexcept {
-    if (!handle.is_valid()) return;
+  explicit handle_batch(const std::chrono::steady_clock::time_point* deadline) noexcept : deadline_(deadline) {}
+
+  // add queues one more handle; false once a batch timed out.
+  bool add(const task<>& handle) noexcept {
+    if (!handle.is_valid()) return true;
     slots_[size_++] = handle.base_slot();
-    if (size_ == capacity) flush();
+    return size_ < capacity || flush();
   }
-  void flush() noexcept {
-    wait_all(slots_, size_);
+  // flush waits for the queued handles; false if one had not completed by the deadline.
+  bool flush() noexcept {
+    bool completed = wait_all(slots_, size_, deadline_);
     size_ = 0;
+    return completed;
   }
 
  private:
   static constexpr std::size_t capacity = 64;  // one run (lib/task_wait.cpp); small on a stack a waiting body may deepen
+  const std::chrono::steady_clock::time_point* deadline_;
   std::size_t size_ = 0;
   task_base* const* slots_[capacity];
 };
+
+// wait_all_until is both wait_alls (deadline nullptr: none).
+template <class Range>
+bool wait_all_until(const Range& tasks, const std::chrono::steady_clock::time_point* deadline) {
+  if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>>) {
+    handle_batch batch(deadline);
+    return for_each_newest_first(tasks, [&batch](const task<>& one) { return batch.add(one); }) && batch.flush();
+  } else {  // elements that convert to a handle through a temporary: no address to keep
+    return for_each_newest_first(tasks, [deadline](const task<>& one) {
+      return !one.is_valid() || wait(one.base(), deadline);
+    });
+  }
+}
 }  // namespace detail
 
 // wait_all waits for every task in `tasks`, each with retraction. Tasks launched in a row
 // from this thread and still on its deque are taken back together and run here.
 template <prerequisite_range Range>
 bool wait_all(const Range& tasks) {
-  if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>>) {
-    detail::handle_batch batch;
-    detail::for_each_newest_first(tasks, [&batch](const task<>& one) {
-      batch.add(one);
-      return true;
-    });
-    batch.flush();
-    return true;
-  } else {  // elements that convert to a handle through a temporary: no address to keep
-    return detail::for_each_newest_first(tasks, [](const task<>& one) {
-      one.wait();
-      return true;
-    });
-  }
+  return detail::wait_all_until(tasks, nullptr);
 }
 
 // wait_all with a timeout returns false if some task had not completed in time.
 template <prerequisite_range Range, class Rep, class Period>
 bool wait_all(const Range& tasks, std::chrono::duration<Rep, Period> timeout) {
   auto deadline = detail::deadline_after(timeout);
-  return detail::for_each_newest_first(tasks, [&deadline](const task<>& one) {
-    return !one.is_valid() || detail::wait(one.base(), &deadline);
-  });
+  return detail::wait_all_until(tasks, &deadline);
 }
 
 // wait_any returns the index of a completed task (the first it finds), after waiting for
