@@ -13,7 +13,10 @@ namespace magpie {
 
 pipe::pipe(const char* name) : pipe(name, detail::scheduler_for_free_functions()) {}
 
-pipe::pipe(const char* name, scheduler& owner) : name_(name != nullptr ? name : ""), owner_(&owner) {}
+pipe::pipe(const char* name, scheduler& owner)
+    : name_(name != nullptr ? name : ""),
+      owner_(&owner),
+      owner_slot_(detail::scheduler_access::of(owner).slot.index()) {}
 
 namespace {
 constexpr std::uint32_t sleeper_bit = std::uint32_t{1} << 31;
@@ -37,7 +40,6 @@ bool pipe::has_work() const noexcept {
 bool pipe::is_in_context() const noexcept { return detail::current_pipe() == this; }
 
 bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept {
-  scheduler::impl& pool = detail::scheduler_access::of(*owner_);
   detail::no_worker_nap nap;
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with task_finished's decrement
@@ -46,7 +48,12 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
       if (word != 0) unfinished_.compare_exchange_strong(word, 0, std::memory_order_relaxed);  // relaxed: only the bit changes
       return true;
     }
-    if (pool.workers.empty() && owner_->try_run_one()) {  // nobody else runs the tasks
+    // Looked up each time: the scheduler may be destroyed meanwhile. While a piped task
+    // lives its slot is not reused (it is retired), and then its tasks complete on the
+    // thread that readies them, which wakes us: there is nothing to help with.
+    scheduler::impl* pool = scheduler_slot::at(owner_slot_);
+    const bool owner_gone = scheduler_slot::is_retired(pool);
+    if (!owner_gone && pool->workers.empty() && pool->facade.try_run_one()) {  // nobody else runs the tasks
       nap.helped();
       continue;
     }
@@ -62,7 +69,7 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     // Without workers the block is a nap, and the loop helps after it: a piped task's
     // prerequisite may be made ready by another thread that then goes away
     // (detail::no_worker_nap).
-    const bool napping = pool.workers.empty();
+    const bool napping = !owner_gone && pool->workers.empty();
     if (deadline == nullptr && !napping) {
       detail::std_atomics::wait(unfinished_, word | sleeper_bit);
       continue;

@@ -42,7 +42,7 @@ unsigned default_worker_count() noexcept {
 }
 
 std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
-constinit char scheduler_slot::retired_tag = 0;
+constinit scheduler_slot::marker scheduler_slot::markers[2] = {};
 
 namespace {
 // Where the next slot search starts: round the table, so that a slot just freed is the last
@@ -51,15 +51,25 @@ std::atomic<std::size_t> next_slot_search{0};
 }  // namespace
 
 bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
-  scheduler::impl* seen = living[index].load(std::memory_order_acquire);  // acquire: as the CAS below
-  // A retired slot is free once the last task naming it is gone: nothing can make one
-  // (its scheduler is gone), so the count only falls, and zero stays zero.
-  if (seen == retired() && detail::live_tasks_naming(static_cast<std::uint8_t>(index)) != 0) return false;
-  if (seen != nullptr && seen != retired()) return false;
-  // acq_rel: a slot's new owner sees the previous owner's release (its destruction or
-  // retirement, and with it the tasks the census counts)
-  return living[index].compare_exchange_strong(seen, owner, std::memory_order_acq_rel,
-                                               std::memory_order_relaxed);  // relaxed: on failure we look on
+  scheduler::impl* seen = living[index].load(std::memory_order_relaxed);  // relaxed: the CASes below order
+  if (seen == nullptr) {
+    // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
+    return living[index].compare_exchange_strong(seen, owner, std::memory_order_acq_rel,
+                                                 std::memory_order_relaxed);  // relaxed: we look on
+  }
+  if (seen != retired()) return false;
+  // A retired slot is free once the last task naming it is gone. The census is read with
+  // the slot marked claiming: read while it was only retired, another claimant could take
+  // the slot, and its scheduler die with tasks alive, between our read and our CAS. Nothing
+  // can make a task naming a retired or claiming slot, so the count only falls.
+  // acq_rel: see the retirement's release (and with it the tasks the census counts)
+  if (!living[index].compare_exchange_strong(seen, claiming(), std::memory_order_acq_rel,
+                                             std::memory_order_relaxed)) {  // relaxed: we look on
+    return false;
+  }
+  bool free = detail::live_tasks_naming(static_cast<std::uint8_t>(index)) == 0;
+  living[index].store(free ? owner : retired(), std::memory_order_release);  // release: pairs with the next claim
+  return free;
 }
 
 scheduler_slot::scheduler_slot(scheduler::impl* owner) {

@@ -113,25 +113,32 @@ class scheduler_slot {
 
   std::uint8_t index() const noexcept { return index_; }
 
-  // at is the scheduler in slot `index`, or retired() once it is gone.
+  // at is the scheduler in slot `index`, or a marker (is_retired) once it is gone.
   static scheduler::impl* at(std::uint8_t index) noexcept {
     // relaxed: a slot is filled before its scheduler exists for anyone, so whoever holds
     // one of its tasks learnt of the scheduler after the store (ordered by what handed it
     // over); retirement is ordered for a task's holder by what ended the scheduler's life
     return living[index].load(std::memory_order_relaxed);
   }
-  static bool is_retired(std::uint8_t index) noexcept { return at(index) == retired(); }
+  // is_retired: the slot's scheduler is gone (a slot being claimed counts: see claim).
+  static bool is_retired(const scheduler::impl* owner) noexcept { return owner == retired() || owner == claiming(); }
+  static bool is_retired(std::uint8_t index) noexcept { return is_retired(at(index)); }
 
   // retired marks a slot whose scheduler is gone while tasks naming it live on. Never
   // dereferenced; no thread's context names it, so comparing a context's scheduler with
   // it is safe.
-  static scheduler::impl* retired() noexcept { return reinterpret_cast<scheduler::impl*>(&retired_tag); }
+  static scheduler::impl* retired() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[0]); }
 
  private:
+  // claiming marks a retired slot while one claimant reads its census (see claim).
+  static scheduler::impl* claiming() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[1]); }
   static bool claim(std::size_t index, scheduler::impl* owner) noexcept;
 
   static std::array<std::atomic<scheduler::impl*>, 256> living;
-  static constinit char retired_tag;
+  struct alignas(alignof(std::max_align_t)) marker {
+    char unused;
+  };
+  static constinit marker markers[2];  // retired, claiming: addresses no scheduler has
   std::uint8_t index_ = 0;
 };
 

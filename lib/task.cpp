@@ -92,7 +92,7 @@ bool can_run_here(const task_base* task) noexcept {
 // enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
 void enqueue(task_base* task) noexcept {
   scheduler::impl* owner = owner_of(task);
-  if (owner == scheduler_slot::retired()) {
+  if (scheduler_slot::is_retired(owner)) {
     report_orphan(task);
     run_queued(task, work_action::discard);  // as a scheduler shutting down with it queued
   } else if (task->target == target_none) {
@@ -126,14 +126,21 @@ bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) 
   return group != nullptr && group->next == nullptr && group->count == 1 && group->edges()->prerequisite == prerequisite;
 }
 
-// never_ran completes a task that lost its chance to run (its scheduler shut down).
-void never_ran(task_base* task, bool takes_prerequisites) noexcept {
+// give_up_on readies a task that lost its chance to run (its scheduler shut down, or was
+// destroyed) for completion: its body goes, task_never_ran is its exception. True when it
+// may complete now.
+bool give_up_on(task_base* task, bool takes_prerequisites) noexcept {
   if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
   task->apply(task_op::drop_body);
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
-  if (task->state.release_part()) {
+  return task->state.release_part();
+}
+
+// never_ran completes a task that lost its chance to run, in a ready loop of its own.
+void never_ran(task_base* task, bool takes_prerequisites) noexcept {
+  if (give_up_on(task, takes_prerequisites)) {
     ready_loop loop(nullptr);
     loop.completed(task, false);
     loop.drain();
@@ -508,8 +515,9 @@ void ready_loop::ready(task_base* task) noexcept {
       bool takes_prerequisites = false;
       if (!task->state.try_begin_execution(takes_prerequisites)) return;
       if (scheduler_slot::is_retired(task->owner_index)) {
+        // Completed on this loop, not one of its own: a chain of orphans must not recurse.
         report_orphan(task);
-        never_ran(task, takes_prerequisites);  // completes it, and drops the system's reference
+        if (give_up_on(task, takes_prerequisites)) completed(task, false);
         return;
       }
       run_body(task, takes_prerequisites);
@@ -519,6 +527,17 @@ void ready_loop::ready(task_base* task) noexcept {
     case task_kind::queued:
       if (next_slot_ != nullptr && next_slot_->task == nullptr && can_run_here(task)) {
         next_slot_->task = task;  // runs next on this thread: no queue, no wake-up
+      } else if (scheduler_slot::is_retired(task->owner_index)) {
+        // As enqueue would, but completed on this loop: a chain of orphans must not recurse.
+        bool takes_prerequisites = false;
+        if (task->state.try_begin_execution(takes_prerequisites)) {
+          report_orphan(task);
+          if (give_up_on(task, takes_prerequisites)) {
+            completed(task, true);  // the system's reference goes after its completion
+            return;
+          }
+        }
+        release(task);  // the system's
       } else {
         schedule(task);
       }

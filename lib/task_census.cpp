@@ -72,27 +72,34 @@ std::int64_t sum_records(Each&& per_record) noexcept {
 
 constinit thread_local census_count* census_counts = nullptr;
 
-[[gnu::cold, gnu::noinline]] census_count* claim_census_record() noexcept {
+[[gnu::cold, gnu::noinline]] void add_to_census_unclaimed(std::uint8_t slot, std::int64_t delta) noexcept {
   census_record* mine = adopt_or_add();
+  add_to_count(mine->net_by_slot[slot], delta);
+  if (record_returned) {
+    // Past this thread's keeper (a thread_local handle's destructor): nobody would hand a
+    // kept record back, so it is borrowed for this count only.
+    mine->in_use.store(false, std::memory_order_release);  // release: pairs with the next adopter's acquire
+    return;
+  }
   this_threads_record = mine;
   census_counts = mine->net_by_slot.data();
-  if (!record_returned) {
-    thread_local record_keeper keeper;  // constructed once, on the first claim
-    (void)keeper;
-  }
-  return census_counts;
+  thread_local record_keeper keeper;  // constructed once, on the first claim
+  (void)keeper;
 }
 
 std::int64_t live_tasks_naming(std::uint8_t slot) noexcept {
   return sum_records([slot](const census_record& record) {
-    return record.net_by_slot[slot].load(std::memory_order_relaxed);  // relaxed: see add
+    // relaxed: each count has one writer, and the creations a caller must see reached it
+    // through what handed it the slot (the retirement's release; see scheduler_slot::claim)
+    return record.net_by_slot[slot].load(std::memory_order_relaxed);
   });
 }
 
 std::int64_t live_tasks() noexcept {
   return sum_records([](const census_record& record) {
     std::int64_t live = 0;
-    for (const auto& net : record.net_by_slot) live += net.load(std::memory_order_relaxed);  // relaxed: see add
+    // relaxed: as in live_tasks_naming (tests read it once the tasks they made are gone)
+    for (const auto& net : record.net_by_slot) live += net.load(std::memory_order_relaxed);
     return live;
   });
 }

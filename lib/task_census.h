@@ -17,14 +17,23 @@ namespace magpie::detail {
 // here (nullptr until the thread first counts; see task_census.cpp).
 using census_count = std::atomic<std::int64_t>;
 extern constinit thread_local census_count* census_counts;
-census_count* claim_census_record() noexcept;
+
+inline void add_to_count(census_count& count, std::int64_t delta) noexcept {
+  // relaxed: one writer; readers only sum, ordered by what handed the tasks over (see
+  // live_tasks_naming)
+  count.store(count.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+// add_to_census_unclaimed: the first count on this thread claims it a record (cold).
+void add_to_census_unclaimed(std::uint8_t slot, std::int64_t delta) noexcept;
 
 inline void add_to_census(std::uint8_t slot, std::int64_t delta) noexcept {
   census_count* counts = census_counts;
-  if (counts == nullptr) [[unlikely]] counts = claim_census_record();
-  // relaxed: one writer; readers only sum, ordered by what handed the tasks over (see
-  // live_tasks_naming)
-  counts[slot].store(counts[slot].load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  if (counts == nullptr) [[unlikely]] {
+    add_to_census_unclaimed(slot, delta);
+    return;
+  }
+  add_to_count(counts[slot], delta);
 }
 
 // count_created / count_destroyed: a task naming scheduler slot `slot` came / went.

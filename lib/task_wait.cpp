@@ -30,7 +30,7 @@ struct alignas(cache_line) padded_event_count {
 bool can_retract_here(const task_base* task) noexcept {
   if (task->kind() != task_kind::queued) return false;  // events and inline tasks run when their locks go
   scheduler::impl* owner = owner_of(task);
-  if (task->target == target_none) return owner != scheduler_slot::retired();
+  if (task->target == target_none) return !scheduler_slot::is_retired(owner);
   const thread_context& context = this_thread_context();
   return context.owner == owner && context.named == static_cast<int>(task->target >> 2u);
 }
@@ -41,7 +41,7 @@ bool can_retract_here(const task_base* task) noexcept {
 bool help(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
   scheduler::impl* owner = owner_of(task);
-  if (owner == scheduler_slot::retired()) return false;  // nothing of its scheduler is left to run
+  if (scheduler_slot::is_retired(owner)) return false;  // nothing of its scheduler is left to run
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
     return owner->run_one_named_item(task->target >> 2u);
   }
@@ -197,7 +197,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
     scheduler::impl* owner = owner_of(task);
-    bool napping = owner != scheduler_slot::retired() && owner->workers.empty();
+    bool napping = !scheduler_slot::is_retired(owner) && owner->workers.empty();
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
       continue;
@@ -229,7 +229,10 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
     // (A run is taken back whatever the deadline: running it here is how it completes soonest.)
     for (; next < end; ++next) {
       task_base* task = *handles[next];
-      if (task != nullptr && !task->is_completed() && !wait(task, deadline, handles[next])) return false;
+      // Untimed, a wait returns early only on misuse (waiting on itself, reported): go on.
+      if (task != nullptr && !task->is_completed() && !wait(task, deadline, handles[next]) && deadline != nullptr) {
+        return false;
+      }
     }
   }
   return true;

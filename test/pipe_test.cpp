@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -135,6 +137,28 @@ TEST_CASE("pipe: destroying a pipe with unfinished tasks is reported, then waits
   CHECK(ran.load());
   REQUIRE(recorder.count() == 1);
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+}
+
+TEST_CASE("pipe: a pipe outliving its scheduler can be waited on; its tasks complete as never run") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  task_event gate("gate");
+  std::atomic<bool> ran{false};
+  auto doomed = std::make_unique<scheduler>(test::options_with(0));
+  magpie::pipe line("line", *doomed);
+  task<> piped = line.launch("piped", [&] { ran.store(true); }, gate);
+  doomed.reset();
+  CHECK_FALSE(line.wait_until_empty(std::chrono::milliseconds(1)));
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate.trigger();  // the piped task completes on this thread, which wakes the waiter
+  });
+  CHECK(line.wait_until_empty(std::chrono::seconds(10)));
+  opener.join();
+  CHECK_FALSE(line.has_work());
+  CHECK_FALSE(ran.load());
+  CHECK_THROWS_AS(piped.get_result(), task_never_ran);
+  CHECK(recorder.count() == 1);  // "became ready after its scheduler was destroyed"
 }
 
 TEST_CASE("pipe stress: many producers into many pipes" * doctest::test_suite("stress")) {

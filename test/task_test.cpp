@@ -394,6 +394,30 @@ TEST_CASE("task: a task that becomes ready after its scheduler was destroyed is 
   CHECK(orphans_reported == 2);
 }
 
+TEST_CASE("task: a chain of 100,000 orphans completes without overflowing the stack") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  task_event gate("gate");
+  constexpr int length = 100'000;
+  std::atomic<int> runs{0};
+  task<> last;
+  {
+    scheduler doomed(test::options_with(1));
+    task<> previous = doomed.launch("first orphan", [&] { ++runs; }, prerequisites(gate));
+    for (int i = 1; i < length; ++i) {
+      // Queued and inline orphans alternate: each kind completes on the loop that readied it.
+      previous = i % 2 == 0 ? doomed.launch("orphan", [&] { ++runs; }, prerequisites(previous))
+                            : doomed.launch("orphan", [&] { ++runs; }, prerequisites(previous), run_inline);
+    }
+    last = previous;
+  }
+  gate.trigger();
+  CHECK(last.is_completed());  // on this thread, inside trigger(): nobody else could run them
+  CHECK_THROWS_AS(last.get_result(), task_never_ran);
+  CHECK(runs == 0);
+  CHECK(recorder.count() == static_cast<std::size_t>(length));
+}
+
 TEST_CASE("task: a destroyed scheduler's slot is taken again only once its last task is gone") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;

@@ -35,7 +35,9 @@ class pipe {
   pipe(const char* name, scheduler& owner);
 
   // ~pipe reports a pipe destroyed with unfinished tasks (they would outlive it), then
-  // waits for them.
+  // waits for them. A pipe may outlive its scheduler only to be waited on and destroyed:
+  // its tasks then complete as never run once ready (see ~scheduler); launching through
+  // it uses the destroyed scheduler.
   ~pipe();
 
   pipe(const pipe&) = delete;
@@ -71,6 +73,7 @@ class pipe {
 
   const char* name_;
   scheduler* owner_;
+  std::uint8_t owner_slot_;  // the scheduler's slot: says whether it is gone (waiting reads it)
   std::atomic<detail::task_base*> last_{nullptr};  // holds a reference while set
   // The low 31 bits count unfinished tasks; the high bit says a thread sleeps on the word
   // (a futex) until it reaches zero, so the last task knows from its own decrement whether

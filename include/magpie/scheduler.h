@@ -120,7 +120,8 @@ class scheduler {
   // ~scheduler calls shutdown(). Tasks of this scheduler may outlive it (handles kept): one
   // that becomes ready afterwards (behind an event triggered later) is reported and
   // completes holding task_never_ran, and until the last of them is gone the scheduler
-  // still counts against the 256.
+  // still counts against the 256. What makes such a task ready must not race with the
+  // destruction itself: it happens before the destructor starts or after it returns.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -209,7 +209,8 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
 // wait_all waits for the tasks the handles at `handles[0..count)` hold (newest launched
 // first; none invalid). A run of them on top of this thread's own deque, in that order, is
 // taken back in one go and run here (lib/task_wait.cpp); the rest are waited for one by one,
-// until `deadline` if there is one (false: one had not completed by then).
+// until `deadline` if there is one (false: one had not completed by then). Without one, a
+// wait cut short by misuse (waiting on itself: reported) does not stop the rest.
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept;
 
