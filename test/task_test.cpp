@@ -508,6 +508,56 @@ TEST_CASE("task stress: shutdown with work in flight runs every launched task" *
   }
 }
 
+TEST_CASE("task stress: schedulers made and destroyed on several threads never hand an orphan to a stranger" *
+          doctest::test_suite("stress")) {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  std::atomic<int> orphans_run{0};
+  std::atomic<int> orphans_completed{0};
+  constexpr int threads = 4;
+  const int rounds = 120 * test::stress_repeat();
+  // Take all but 32 slots, so that the churn reuses its few slots at once (each thread
+  // holds at most 5: one scheduler alive, four retired).
+  std::vector<std::unique_ptr<scheduler>> filling;
+  try {
+    while (filling.size() < 300) filling.push_back(std::make_unique<scheduler>(test::options_with(0)));
+  } catch (const std::length_error&) {
+  }
+  filling.resize(filling.size() > 32 ? filling.size() - 32 : 0);
+  auto churn = [&](int seed) {
+    std::minstd_rand random(static_cast<unsigned>(seed));
+    struct held {
+      task_event gate{"gate"};
+      task<> orphan;
+    };
+    std::vector<std::unique_ptr<held>> holding;  // orphans kept a while: their slots stay retired
+    for (int round = 0; round < rounds; ++round) {
+      {
+        scheduler doomed(test::options_with(1));  // a worker: a misrouted orphan would run
+        auto kept = std::make_unique<held>();
+        kept->orphan = doomed.launch("orphan", [&] { orphans_run.fetch_add(1); }, prerequisites(kept->gate));
+        holding.push_back(std::move(kept));
+      }
+      while (!holding.empty() && (holding.size() > 3 || random() % 2 == 0)) {
+        std::size_t pick = random() % holding.size();
+        holding[pick]->gate.trigger();
+        if (holding[pick]->orphan.is_completed() && holding[pick]->orphan.has_exception()) orphans_completed.fetch_add(1);
+        holding.erase(holding.begin() + static_cast<std::ptrdiff_t>(pick));
+      }
+    }
+    for (auto& kept : holding) {
+      kept->gate.trigger();
+      if (kept->orphan.is_completed() && kept->orphan.has_exception()) orphans_completed.fetch_add(1);
+    }
+  };
+  std::vector<std::thread> churners;
+  for (int i = 0; i < threads; ++i) churners.emplace_back(churn, i + 1);
+  for (auto& each : churners) each.join();
+  CHECK(orphans_run == 0);
+  CHECK(orphans_completed == threads * rounds);  // each completed in trigger(), as never run
+  CHECK(recorder.count() == static_cast<std::size_t>(threads * rounds));
+}
+
 TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" * doctest::test_suite("stress")) {
   std::uint64_t seed = std::random_device{}();
   if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);
