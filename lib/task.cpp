@@ -210,19 +210,30 @@ void drop_handle(task_base* task) noexcept {
     destroy(task);
     return;
   }
-  // The only handle, and one more reference: the queue's, if a waiter that ran the task
-  // left it to the handles (retract). Then this drop is the last owner's.
-  if (now == task_base::one_handle + task_base::one_reference && task->state.handles_hold_extra_reference()) {
-    destroy(task);
+  // The flag saying a waiter left a reference to the handles (retract) is read only while
+  // this handle's reference keeps the task alive: read after letting go, it may be freed.
+  if ((now >> 32) == 1) {
+    // The only handle: nobody can make another (copying takes one), nor leave a reference
+    // to the handles (a waiter does so through a handle it holds), so the flag is settled.
+    bool left_to_handles = task->state.handles_hold_extra_reference();
+    if (left_to_handles && now == task_base::one_handle + task_base::one_reference) {
+      destroy(task);  // and the reference the handles held, which was the last
+      return;
+    }
+    std::uint64_t dropped = task_base::one_handle + (left_to_handles ? task_base::one_reference : 0);
+    // acq_rel: the last dropper sees every other owner's writes before destroying
+    if ((task->references.fetch_sub(dropped, std::memory_order_acq_rel) & reference_mask) == (dropped & reference_mask)) {
+      destroy(task);
+    }
     return;
   }
-  // acq_rel: the last dropper sees every other owner's writes before destroying
-  std::uint64_t before = task->references.fetch_sub(task_base::one_handle, std::memory_order_acq_rel);
-  if ((before >> 32) == 1 && task->state.handles_hold_extra_reference()) {
-    release(task);  // the last handle takes the reference left to the handles with it
-  } else if ((before & reference_mask) == 1) {
-    destroy(task);
-  }
+  // Other handles too: the handle goes, its reference stays until we know whether this was
+  // the last handle after all (the others dropped meanwhile) and so owns the left reference.
+  // acq_rel: orders the flag's store (by the waiter, before its handle's drop) before our look
+  std::uint64_t before =
+      task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
+  bool left_to_handles = (before >> 32) == 1 && task->state.handles_hold_extra_reference();
+  release(task, left_to_handles ? 2 : 1);
 }
 
 void add_reference(task_base* task) noexcept {
