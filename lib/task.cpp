@@ -556,6 +556,20 @@ void ready_loop::ready(task_base* task) noexcept {
   }
 }
 
+namespace {
+// nobody_can_add_subsequents says that no thread can push to `task`'s subsequent list any
+// more, so its completer may close it without a locked exchange. Every push goes through a
+// handle (a launch's prerequisites, add_nested, when_any) or, for a piped task, the pipe's
+// slot. With no handle left none can be made (a copy needs one), and the acquire pairs with
+// the last handle's drop (acq_rel), ordering its owner's pushes before this look. Nor can a
+// thread be blocked on the task without a handle, so the waiter's Dekker pairing with
+// close's seq_cst is not needed either. A fire-and-forget launch, a chain's hop.
+bool nobody_can_add_subsequents(const task_base* task) noexcept {
+  return (task->references.load(std::memory_order_acquire) >> 32) == 0 &&
+         (task->extras == nullptr || task->extras->pipe == nullptr);
+}
+}  // namespace
+
 // began_as_last_unlock: a plain task (no pipe, nothing extra) that would go to the free next
 // slot once its last lock goes begins in the CAS that removes that lock — one read-modify-write
 // where release_lock and then try_begin_execution take two (a chain's every hop).
@@ -651,7 +665,8 @@ void ready_loop::drain_queued() noexcept {
 void ready_loop::finish(task_base* task) noexcept {
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
-  task_edge* newest_first = task->subsequents.close();
+  task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
+                                                             : task->subsequents.close();
   bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
 
   task_edge* in_order = nullptr;  // registration order: first launched, first released

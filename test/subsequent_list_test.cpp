@@ -50,6 +50,23 @@ TEST_CASE("subsequent_list: a push after close fails and leaves the node alone")
   CHECK(list.close() == nullptr);  // closing twice hands nothing back the second time
 }
 
+TEST_CASE("subsequent_list: close_unshared hands back the same nodes and closes the list as close does") {
+  subsequent_list<node> list;
+  node nodes[3];
+  for (int i = 0; i < 3; ++i) {
+    nodes[i].value = i;
+    CHECK(list.push_if_not_closed(&nodes[i]));
+  }
+  CHECK(values_of(list.close_unshared()) == std::vector<int>{2, 1, 0});
+  CHECK(list.is_closed());
+  node late;
+  CHECK_FALSE(list.push_if_not_closed(&late));
+  CHECK(list.close_unshared() == nullptr);
+  subsequent_list<node> empty;
+  CHECK(empty.close_unshared() == nullptr);
+  CHECK(empty.is_closed());
+}
+
 }  // TEST_SUITE("subsequent_list")
 
 TEST_CASE("subsequent_list: racing pushers and a closer — every successful push is handed back once" *

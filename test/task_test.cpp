@@ -558,6 +558,34 @@ TEST_CASE("task stress: schedulers made and destroyed on several threads never h
   CHECK(recorder.count() == static_cast<std::size_t>(threads * rounds));
 }
 
+TEST_CASE("task stress: a subsequent launched just before the prerequisite's last handle goes always runs" *
+          doctest::test_suite("stress")) {
+  // A task with no handle left is closed without a locked exchange (lib/task.cpp,
+  // nobody_can_add_subsequents). Here the prerequisite completes on a worker while this
+  // thread pushes a subsequent through its last handle and drops it: an edge lost to a
+  // close that ignored the push would leave its subsequent waiting for good.
+  for (unsigned workers : {1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    const int rounds = 20000 * test::stress_repeat();
+    std::atomic<int> ran{0};
+    std::vector<task<>> subsequents;
+    subsequents.reserve(static_cast<std::size_t>(rounds));
+    std::vector<std::atomic<bool>> go(static_cast<std::size_t>(rounds));
+    for (std::size_t i = 0; i < go.size(); ++i) {
+      // The body ends as the push begins, so that the completion's close races the push.
+      task<> prerequisite = pool.launch("prerequisite", [&flag = go[i]] {
+        while (!flag.load()) detail::cpu_relax();
+      });
+      go[i].store(true);
+      subsequents.push_back(pool.launch("subsequent", [&ran] { ran.fetch_add(1); }, prerequisite));
+    }  // each prerequisite's last handle goes here, as it completes
+    CHECK(wait_all(subsequents, std::chrono::seconds(30)));
+    CHECK(ran.load() == rounds);
+  }
+}
+
 TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" * doctest::test_suite("stress")) {
   std::uint64_t seed = std::random_device{}();
   if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);

@@ -62,6 +62,16 @@ class subsequent_list {
     return taken == closed() ? nullptr : taken;
   }
 
+  // close_unshared is close() for a caller who knows that no push can race with it: a load
+  // and a store instead of a locked exchange. (A task whose handles are all gone: every
+  // pusher needs one, lib/task.cpp.) Not for a list anyone may still push to.
+  Node* close_unshared() noexcept {
+    Node* taken = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
+    // release: pairs with is_closed's and a late pusher's acquire (a completed task's result)
+    head_.store(closed(), std::memory_order_release);
+    return taken == closed() ? nullptr : taken;
+  }
+
   // is_closed says whether close() has run.
   bool is_closed() const noexcept {
     return head_.load(std::memory_order_seq_cst) == closed();  // seq_cst: sees what preceded close(); the waiter's half of close()'s pairing
