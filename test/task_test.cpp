@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 #include <random>
+#include <ranges>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -121,6 +122,25 @@ TEST_CASE("task: a task runs only after all its prerequisites, given as tasks, e
     after.wait();
     CHECK(total.get_result() == 45);
     CHECK(seen_when_run.load() >= 10);
+  }
+}
+
+TEST_CASE("task: prerequisites from a range that makes its handles as it is read are kept until linked") {
+  // Each handle such a range yields is a temporary: without the buffer keeping it, a
+  // prerequisite that completed meanwhile could be freed before the launch linked to it.
+  for (unsigned workers : {0u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    for (int round = 0; round < 200; ++round) {
+      std::atomic<int> finished{0};
+      auto launched = std::views::iota(0, 16) | std::views::transform([&](int) {
+                        return pool.launch("made while read", [&finished] { finished.fetch_add(1); });
+                      });
+      int seen = -1;
+      pool.launch("after", [&] { seen = finished.load(); }, launched).wait();
+      CHECK(seen == 16);
+    }
   }
 }
 

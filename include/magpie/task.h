@@ -215,8 +215,16 @@ class prerequisite_buffer {
   explicit prerequisite_buffer(const Source& source) {
     if constexpr (task_handle<Source>) {
       add(static_cast<const task<>&>(source).base());
-    } else {
+    } else if constexpr (std::is_lvalue_reference_v<std::ranges::range_reference_t<const Source&>>) {
       for (const auto& each : source) add(static_cast<const task<>&>(each).base());
+    } else {
+      // A range that makes its handles as it is read (a transform view, say): each one would
+      // go at the end of its iteration, and with it perhaps the task, before the launch links
+      // to it. Keep them until then.
+      for (auto&& each : source) {
+        kept_.push_back(static_cast<const task<>&>(each));
+        add(kept_.back().base());
+      }
     }
   }
   prerequisite_buffer() {}  // user-provided: value-initialising it would zero inline_
@@ -239,6 +247,7 @@ class prerequisite_buffer {
 
   std::array<task_base*, 8> inline_;  // only the first size_ are read: no zeroing per launch
   std::vector<task_base*> spill_;
+  std::vector<task<>> kept_;  // handles a range made as it was read
   std::size_t size_ = 0;
 };
 
