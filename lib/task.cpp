@@ -565,6 +565,7 @@ namespace {
 // thread be blocked on the task without a handle, so the waiter's Dekker pairing with
 // close's seq_cst is not needed either. A fire-and-forget launch, a chain's hop.
 bool nobody_can_add_subsequents(const task_base* task) noexcept {
+  // acquire: pairs with the last handle's acq_rel drop (its owner's pushes come before it)
   return (task->references.load(std::memory_order_acquire) >> 32) == 0 &&
          (task->extras == nullptr || task->extras->pipe == nullptr);
 }
