@@ -38,21 +38,20 @@ void destroy(task_base* task) noexcept {
   if (task->has_flag(has_exception) && !task->has_flag(exception_observed)) report_unobserved_exception(task);
   // A task that never started still holds its prerequisites. As the last owner, nobody can
   // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
-  if (task->prerequisite_groups != nullptr && task->state.prerequisites_unclaimed()) {
+  if (prerequisite_groups(task) != nullptr && task->state.prerequisites_unclaimed()) {
     drop_prerequisite_references(task);
   }
-  for (edge_group* group = task->prerequisite_groups; group != nullptr;) {
-    edge_group* next = group->next;
-    if (group->own_block) free_task(group, edge_group::bytes(group->count));
-    group = next;
-  }
-  if (task->extras != nullptr) {
-    for (edge_group* group = task->extras->owned; group != nullptr;) {
-      edge_group* next = group->next;
-      free_task(group, edge_group::bytes(group->count));
-      group = next;
+  // A task's own group goes with its block; an event's groups and when_any's are alone.
+  if (task_extras* extras = task->extras) {
+    for (edge_group* list : {extras->prerequisites, extras->owned}) {
+      while (list != nullptr) {
+        edge_group* next = list->next;
+        edge_group::destroy_alone(list);
+        list = next;
+      }
     }
-    delete task->extras;
+    extras->~task_extras();
+    free_task(extras, sizeof(task_extras));
   }
   count_destroyed(task->owner_index);
   task->apply(task_op::destroy);
@@ -122,7 +121,7 @@ void execute(task_base* task, bool takes_prerequisites, next_task* next_slot) no
 
 // is_only_prerequisite says whether `prerequisite` is the one prerequisite `task` has.
 bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) noexcept {
-  const edge_group* group = task->prerequisite_groups;
+  const edge_group* group = prerequisite_groups(task);
   return group != nullptr && group->next == nullptr && group->count == 1 && group->edges()->prerequisite == prerequisite;
 }
 
@@ -130,7 +129,7 @@ bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) 
 // destroyed) for completion: its body goes, task_never_ran is its exception. True when it
 // may complete now.
 bool give_up_on(task_base* task, bool takes_prerequisites) noexcept {
-  if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
+  if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   task->apply(task_op::drop_body);
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
@@ -183,8 +182,16 @@ constinit thread_local running_frame* innermost_running = nullptr;
 // --- memory and references ---------------------------------------------------------------
 
 task_extras& task_base::ensure_extras() {
-  if (extras == nullptr) extras = new task_extras();
+  if (extras == nullptr) extras = new (allocate_task(sizeof(task_extras))) task_extras();
   return *extras;
+}
+
+edge_group* edge_group::create_alone(std::size_t count) {
+  return place_before(static_cast<unsigned char*>(allocate_task(bytes(count))) + bytes(count), count);
+}
+
+void edge_group::destroy_alone(edge_group* group) noexcept {
+  free_task(group->edges(), bytes(group->count));
 }
 
 void add_handle(task_base* task) noexcept {
@@ -255,7 +262,8 @@ void release(task_base* task, std::uint32_t count) noexcept {
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
                 std::uint8_t target) noexcept {
   task->name = name != nullptr ? name : "";
-  task->kind_and_priority = static_cast<std::uint8_t>(static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
+  task->kind_and_priority = static_cast<std::uint8_t>((task->kind_and_priority & task_base::has_own_group) |
+                                                     static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
   task->owner_index = scheduler_access::of(owner).slot.index();
   task->target = target;
   count_created(task->owner_index);
@@ -282,9 +290,10 @@ namespace {
 // locks the caller still has to remove.
 std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
                                  edge_group* group) noexcept {
-  group->count = static_cast<std::uint32_t>(count);
-  group->next = task->prerequisite_groups;
-  task->prerequisite_groups = group;
+  if (task->kind() == task_kind::event) {  // its caller made the extras
+    group->next = task->extras->prerequisites;
+    task->extras->prerequisites = group;
+  }
   std::uint32_t already_complete = 0;
   for (std::size_t i = 0; i < count; ++i) {
     task_edge* edge = new (group->edges() + i) task_edge();
@@ -338,7 +347,7 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
 }
 
 void drop_prerequisite_references(task_base* task) noexcept {
-  for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
+  for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
     for (std::uint32_t i = 0; i < group->count; ++i) {
       if (task_base* prerequisite = group->edges()[i].prerequisite) release(prerequisite);
     }
@@ -353,7 +362,7 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     task->state.add_locks(1);  // the pipe's lock
     pipe_access::task_added(*into);
   }
-  const bool unshared = into == nullptr && task->prerequisite_groups == nullptr;
+  const bool unshared = into == nullptr && prerequisite_groups(task) == nullptr;
   if (unshared) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
     if (task->kind() == task_kind::queued) {
@@ -380,7 +389,7 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 // --- running -----------------------------------------------------------------------------
 
 void run_body(task_base* task, bool takes_prerequisites) noexcept {
-  if (takes_prerequisites && task->prerequisite_groups != nullptr) drop_prerequisite_references(task);
+  if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running};
   innermost_running = &mine;
@@ -469,9 +478,7 @@ void add_nested(task_base* nested) noexcept {
                                         "' as nested, which waits for it: a dependency cycle; ignored");
     return;
   }
-  auto* group = new (allocate_task(edge_group::bytes(1))) edge_group();
-  group->count = 1;
-  group->own_block = true;
+  edge_group* group = edge_group::create_alone(1);
   task_edge* edge = new (group->edges()) task_edge();
   edge->subsequent = parent;
   edge->prerequisite = nested;
@@ -710,7 +717,7 @@ void ready_loop::finish(task_base* task) noexcept {
     for (edge_group* group = task->extras->nested; group != nullptr;) {  // every nested task has completed
       edge_group* next = group->next;
       release(group->edges()->prerequisite);
-      free_task(group, edge_group::bytes(group->count));
+      edge_group::destroy_alone(group);
       group = next;
     }
     task->extras->nested = nullptr;

@@ -25,10 +25,8 @@ void task_event::add(const detail::prerequisite_buffer& more) {
     return;
   }
   if (more.size() == 0) return;
-  std::size_t bytes = detail::edge_group::bytes(more.size());
-  auto* group = new (detail::allocate_task(bytes)) detail::edge_group();
-  group->own_block = true;
-  detail::add_prerequisites(base_, more.data(), more.size(), group);
+  base_->ensure_extras();  // where the event keeps its groups
+  detail::add_prerequisites(base_, more.data(), more.size(), detail::edge_group::create_alone(more.size()));
 }
 
 void task_event::trigger() noexcept {

@@ -107,7 +107,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept;
 // task that begins unclaimed takes them itself (task_state::try_begin_execution). Inline:
 // a task without prerequisites, the common case on the wait path, costs one load.
 inline bool claim_prerequisites(task_base* task) noexcept {
-  return task->prerequisite_groups != nullptr && task->state.try_claim_prerequisites();
+  return prerequisite_groups(task) != nullptr && task->state.try_claim_prerequisites();
 }
 void drop_prerequisite_references(task_base* task) noexcept;
 

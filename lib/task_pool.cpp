@@ -202,7 +202,7 @@ void refill(heap& owner, std::size_t index) {
 }  // namespace
 
 void* allocate(std::size_t size) {
-  if (size > largest_pooled) return ::operator new(size);
+  if (size > largest_pooled) return ::operator new(size, std::align_val_t{64});
   std::size_t index = class_of(size);
   heap& mine = this_thread_heap.get();
   if (mine.local[index] == nullptr) refill(mine, index);
@@ -216,7 +216,7 @@ void* allocate(std::size_t size) {
 void deallocate(void* memory, std::size_t size) noexcept {
   if (memory == nullptr) return;
   if (size > largest_pooled) {
-    ::operator delete(memory);
+    ::operator delete(memory, std::align_val_t{64});
     return;
   }
   slab_header* slab = slab_of(memory);

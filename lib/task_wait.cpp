@@ -135,7 +135,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   // owner may still be adding to it.
   bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
   if (readable && claim_prerequisites(task)) {
-    for (edge_group* group = task->prerequisite_groups; group != nullptr; group = group->next) {
+    for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
       for (std::uint32_t i = 0; i < group->count; ++i) {
         if (task_base* prerequisite = group->edges()[i].prerequisite) retract(prerequisite, depth + 1);
       }

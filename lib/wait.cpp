@@ -13,19 +13,15 @@ task_base* new_event(const char* name) {
   return event;
 }
 
-edge_group* new_group(std::size_t count) {
-  auto* group = new (allocate_task(edge_group::bytes(count))) edge_group();
-  group->count = static_cast<std::uint32_t>(count);
-  group->own_block = true;
-  return group;
-}
-
 }  // namespace
 
 task<> when_all(const prerequisite_buffer& inputs) {
   task_base* event = new_event("when_all");
   task<> handle = task<>::adopt(event);
-  if (inputs.size() != 0) add_prerequisites(event, inputs.data(), inputs.size(), new_group(inputs.size()));
+  if (inputs.size() != 0) {
+    event->ensure_extras();  // where the event keeps its groups
+    add_prerequisites(event, inputs.data(), inputs.size(), edge_group::create_alone(inputs.size()));
+  }
   trigger(event);
   return handle;
 }
@@ -39,7 +35,7 @@ task<> when_any(const prerequisite_buffer& inputs) {
   }
   // The edges hold a reference to the event, not to the inputs: the event lives until
   // every input has completed and let go of its edge.
-  edge_group* group = new_group(inputs.size());
+  edge_group* group = edge_group::create_alone(inputs.size());
   task_extras& extras = event->ensure_extras();
   group->next = extras.owned;
   extras.owned = group;

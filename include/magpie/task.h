@@ -261,9 +261,9 @@ task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, co
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
   auto handle = task<R>::adopt(fresh);
   if (before.size() != 0 && into == nullptr) {
-    launch_behind(fresh, before.data(), before.size(), fresh->trailing_group());
+    launch_behind(fresh, before.data(), before.size(), fresh->own_group());
   } else {
-    if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->trailing_group());
+    if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->own_group());
     launch_task(fresh, into);
   }
   return handle;

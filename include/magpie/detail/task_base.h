@@ -7,9 +7,10 @@
 //   * `references`: one 64-bit word counting all references (low half) and, among them,
 //     user handles (high half), so that dropping the last handle of an untriggered event is
 //     noticed in the same read-modify-write that drops it;
-//   * the prerequisite edges it was launched with, in the same pool block when known at
-//     launch (no second allocation), and rarely used parts (nested edges, pipe, exception)
-//     out of line in `extras`.
+//   * the prerequisite edges it was launched with, just before it in the same pool block
+//     (no second allocation, no pointer: prerequisite_groups), and rarely used parts
+//     (nested edges, pipe, exception, an event's prerequisite groups) out of line in
+//     `extras`. The header is 48 bytes: a task with 16 bytes of captures is one cache line.
 //
 // Reference owners: each handle; the system, from launch until the task has run (a
 // queued task) or completed (an event or inline task); each subsequent that lists the
@@ -60,20 +61,34 @@ struct task_edge {
   edge_kind kind = edge_kind::prerequisite;
 };
 
-// edge_group is a header followed by `count` edges.
+// edge_group is a header preceded by `count` edges. The edges come first so that a task's
+// own group can sit just before the task in one block: the task finds it at a fixed offset
+// below itself whatever its body's type (task_impl::create).
 struct edge_group {
-  edge_group* next = nullptr;
+  edge_group* next = nullptr;  // the next group in a list of them (an event's, the nested ones)
   std::uint32_t count = 0;
-  bool own_block = false;  // allocated on its own (else it trails the task in one block)
 
-  task_edge* edges() noexcept { return reinterpret_cast<task_edge*>(this + 1); }
-  const task_edge* edges() const noexcept { return reinterpret_cast<const task_edge*>(this + 1); }
+  task_edge* edges() noexcept { return reinterpret_cast<task_edge*>(this) - count; }
+  const task_edge* edges() const noexcept { return reinterpret_cast<const task_edge*>(this) - count; }
 
   // bytes is the size of a group of `count` edges.
   static constexpr std::size_t bytes(std::size_t count) noexcept {
-    return sizeof(edge_group) + count * sizeof(task_edge);
+    return count * sizeof(task_edge) + sizeof(edge_group);
   }
+
+  // place_before puts a group of `count` edges (not yet constructed) in the memory that
+  // ends at `end`.
+  static edge_group* place_before(void* end, std::size_t count) noexcept {
+    auto* group = new (static_cast<unsigned char*>(end) - sizeof(edge_group)) edge_group();
+    group->count = static_cast<std::uint32_t>(count);
+    return group;
+  }
+
+  // create_alone / destroy_alone: a group in a pool block of its own (lib/task.cpp).
+  static edge_group* create_alone(std::size_t count);
+  static void destroy_alone(edge_group* group) noexcept;
 };
+static_assert(sizeof(task_edge) % alignof(edge_group) == 0 && sizeof(edge_group) % alignof(task_edge) == 0);
 
 // task_kind says what happens when a task's last lock goes.
 enum class task_kind : std::uint8_t {
@@ -102,9 +117,10 @@ enum class task_op : std::uint8_t {
 constexpr work_action as_action(task_op op) noexcept { return static_cast<work_action>(op); }
 constexpr bool is_task_op(work_action action) noexcept { return action >= work_action::item_specific; }
 
-// task_extras holds what most tasks never need.
+// task_extras holds what most tasks never need; it takes a pool block of its own.
 struct task_extras {
   std::exception_ptr exception;
+  edge_group* prerequisites = nullptr;  // an event's groups (other tasks' is before them)
   edge_group* nested = nullptr;  // one single-edge group per add_nested
   edge_group* owned = nullptr;   // groups whose edges hold no reference (when_any's)
   magpie::pipe* pipe = nullptr;
@@ -118,19 +134,22 @@ struct task_base : work_item {
 
   static constexpr std::uint64_t one_reference = 1;
   static constexpr std::uint64_t one_handle = (std::uint64_t{1} << 32) | 1;  // a handle is also a reference
+  // has_own_group, in kind_and_priority: the task's prerequisite edges sit just before it
+  // in its block (task_impl::create).
+  static constexpr std::uint8_t has_own_group = 1u << 5;
 
   task_state<> state;
   std::atomic<std::uint8_t> flags{0};
-  std::uint8_t kind_and_priority = 0;  // kind() in bits 0-1, task_priority() above; set by initialise
+  std::uint8_t kind_and_priority = 0;  // kind() in bits 0-1, task_priority() in 2-4, has_own_group
+
   std::uint8_t target = target_none;   // named thread: index << 2 | local queue << 1 | high
   std::uint8_t owner_index = 0;        // its scheduler's slot among the living ones (lib/: owner_of)
   std::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
   subsequent_list<task_edge> subsequents;
-  edge_group* prerequisite_groups = nullptr;  // written before launch only
-  task_extras* extras = nullptr;              // written before launch or by the running body
+  task_extras* extras = nullptr;  // written before launch (before trigger) or by the running body
 
   task_kind kind() const noexcept { return static_cast<task_kind>(kind_and_priority & 3u); }
-  priority task_priority() const noexcept { return static_cast<priority>(kind_and_priority >> 2u); }
+  priority task_priority() const noexcept { return static_cast<priority>((kind_and_priority >> 2u) & 7u); }
   bool is_completed() const noexcept { return subsequents.is_closed(); }
   bool has_flag(std::uint8_t bit) const noexcept {
     return (flags.load(std::memory_order_acquire) & bit) != 0;  // acquire: pairs with set_flag's release half
@@ -144,6 +163,17 @@ struct task_base : work_item {
   // apply asks the task's type to do `op` (handler is the type's function).
   void apply(task_op op) noexcept { handler(this, as_action(op)); }
 };
+
+// prerequisite_groups is the list of groups of `task`'s prerequisite edges: a task's own
+// group, just before it, or an event's groups, each in a block of its own. Fixed at launch
+// for a task; for an event, read only by its owner until it is triggered.
+inline edge_group* prerequisite_groups(task_base* task) noexcept {
+  if ((task->kind_and_priority & task_base::has_own_group) != 0) return reinterpret_cast<edge_group*>(task) - 1;
+  return task->kind() == task_kind::event && task->extras != nullptr ? task->extras->prerequisites : nullptr;
+}
+inline const edge_group* prerequisite_groups(const task_base* task) noexcept {
+  return prerequisite_groups(const_cast<task_base*>(task));
+}
 
 // task_with_result<R> places the result at an offset independent of the body type, so a
 // task<R> handle can reach it.
@@ -242,46 +272,52 @@ std::int64_t live_tasks() noexcept;
 
 // --- the type-specific part ---------------------------------------------------------------
 
-// task_impl<Body, R> is a task running `Body`, whose result is `R`; `edges` prerequisite
-// edges trail it in the same block.
+// task_impl<Body, R> is a task running `Body`, whose result is `R`; its prerequisite edges,
+// if it has any, come before it in the same block.
 template <class Body, class R>
 struct task_impl final : task_with_result<R> {
   alignas(Body) unsigned char body_storage[sizeof(Body)];
 
   Body& body() noexcept { return *std::launder(reinterpret_cast<Body*>(body_storage)); }
 
-  static constexpr std::size_t edges_offset() noexcept {
-    return (sizeof(task_impl) + alignof(edge_group) - 1) / alignof(edge_group) * alignof(edge_group);
+  // The pool aligns blocks to a cache line; a body asking for more cannot be placed.
+  static_assert(alignof(Body) <= 64, "magpie: a task body aligned to more than 64 bytes is not supported");
+
+  // lead_bytes is how far into its block a task with `count` prerequisite edges starts:
+  // their group comes first (rounded up to keep the task aligned), so that a task without
+  // them is the block's first byte and one with them finds the group just below itself.
+  static constexpr std::size_t lead_bytes(std::size_t count) noexcept {
+    return count == 0 ? 0 : (edge_group::bytes(count) + alignof(task_impl) - 1) / alignof(task_impl) * alignof(task_impl);
   }
 
-  // create allocates a task with room for `prerequisite_count` trailing edges.
+  // create allocates a task with room for `prerequisite_count` edges in its own group.
   template <class F>
   static task_impl* create(F&& body, std::size_t prerequisite_count) {
-    std::size_t bytes = prerequisite_count == 0 ? sizeof(task_impl)
-                                                : edges_offset() + edge_group::bytes(prerequisite_count);
-    void* memory = allocate_task(bytes);
-    auto* self = new (memory) task_impl;  // no (): the storage for body and result stays unzeroed
+    std::size_t lead = lead_bytes(prerequisite_count);
+    auto* block = static_cast<unsigned char*>(allocate_task(lead + sizeof(task_impl)));
+    auto* self = new (block + lead) task_impl;  // no (): the storage for body and result stays unzeroed
     try {
       new (self->body_storage) Body(std::forward<F>(body));
     } catch (...) {
       self->~task_impl();
-      free_task(memory, bytes);
+      free_task(block, lead + sizeof(task_impl));
       throw;
+    }
+    if (prerequisite_count != 0) {
+      edge_group::place_before(self, prerequisite_count);
+      self->kind_and_priority = task_base::has_own_group;  // initialise keeps it
     }
     self->handler = &handle;
     return self;
   }
 
-  // block_bytes is what create allocated: the trailing edges, if any, are the only group
-  // a task that is not an event ever has (create_and_launch).
-  std::size_t block_bytes() const noexcept {
-    return this->prerequisite_groups == nullptr ? sizeof(task_impl)
-                                                : edges_offset() + edge_group::bytes(this->prerequisite_groups->count);
-  }
+  // own_group is the group create placed before the task (only with prerequisites). A
+  // task that is not an event has no other (create_and_launch).
+  edge_group* own_group() noexcept { return reinterpret_cast<edge_group*>(this) - 1; }
 
-  // trailing_group is the edge group in this task's block (only with prerequisites).
-  edge_group* trailing_group() noexcept {
-    return new (reinterpret_cast<unsigned char*>(this) + edges_offset()) edge_group();
+  // lead is lead_bytes for this task, read back from its own group.
+  std::size_t lead() noexcept {
+    return (this->kind_and_priority & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
   }
 
   // handle: the task ops first (each task takes two: run and destroy), then the
@@ -308,9 +344,9 @@ struct task_impl final : task_with_result<R> {
         // holds task_never_ran as its exception).
         if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
       }
-      std::size_t bytes = self->block_bytes();
+      std::size_t lead = self->lead();
       self->~task_impl();
-      free_task(self, bytes);
+      free_task(reinterpret_cast<unsigned char*>(self) - lead, lead + sizeof(task_impl));
       return true;
     }
     if (action == as_action(task_op::drop_body)) {

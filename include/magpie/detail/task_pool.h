@@ -26,8 +26,8 @@ namespace magpie::detail::task_pool {
 // largest_pooled is the biggest request served from the pool.
 inline constexpr std::size_t largest_pooled = 512;
 
-// allocate returns `size` bytes aligned to 64 (size ≤ largest_pooled) or to
-// __STDCPP_DEFAULT_NEW_ALIGNMENT__ (larger). Throws std::bad_alloc.
+// allocate returns `size` bytes aligned to 64 (from operator new when size > largest_pooled).
+// Throws std::bad_alloc.
 void* allocate(std::size_t size);
 
 // deallocate returns memory from allocate(size), from any thread.
