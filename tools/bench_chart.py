@@ -28,7 +28,7 @@ def main():
     parser.add_argument("results", nargs="+", help="JSON-lines file(s) from one run")
     parser.add_argument("-o", "--output", help="PNG to write (default: the first file with .png)")
     parser.add_argument("--also", action="append", default=[], help="write the same PNG here too (e.g. docs/bench-latest.png)")
-    parser.add_argument("--title", default="magpie / peer: median wall time ratio (below 1 = magpie faster)")
+    parser.add_argument("--title", default="magpie / peer: median wall time ratio (task_bytes: memory per task; below 1 = magpie ahead)")
     args = parser.parse_args()
     rows = load(args.results)
     peers = [peer for peer in ordered_peers(rows) if peer != "serial"]

@@ -71,6 +71,8 @@ def cell(record, memory=False):
         return f"{record['peak_rss_kb'] / 1024:.1f} MB"
     if record.get("unit") == "ratio":  # a ratio timed in pairs (fib_cutoff_over_serial)
         return f"{record['median_s']:.3f}x"
+    if record.get("unit") == "bytes":  # memory per task (task_bytes)
+        return f"{record['median_s']:.0f} B"
     if record["tasks"]:
         return f"{record['median_s'] * 1e9 * record['threads'] / record['tasks']:.1f} ns"
     micros = record["median_s"] * 1e6
@@ -131,8 +133,9 @@ def main():
         return 0
     print("\ncells: ns per task per core (wall time x threads / tasks) where a workload counts tasks, else the")
     print("median in microseconds (idle_cpu: CPU time used in 100 ms idle), or a factor (…_over_serial: each")
-    print("system's time over serial's, timed in alternating pairs in one process); ratio: magpie / peer, below")
-    print("1 = magpie faster; speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
+    print("system's time over serial's, timed in alternating pairs in one process), or bytes (task_bytes: resident")
+    print("memory per task launched and not yet run, 16 bytes of captures); ratio: magpie / peer, below")
+    print("1 = magpie faster (or smaller); speedup: magpie at N threads over magpie at 1 thread (on 2 cores the honest scaling figure)")
     return 0
 
 

@@ -4,7 +4,7 @@
 // appends one JSON object per (workload, param, threads) to --json, and
 // tools/bench_table.py prints the table with ratios against the peers of the same run.
 //   schema: {workload, param, system, threads, median_s, min_s, max_s, runs, tasks,
-//            peak_rss_kb, host, compiler, git, unit}   (unit "s", or "ratio": see record)
+//            peak_rss_kb, host, compiler, git, unit}   (unit "s", "ratio" or "bytes": see record)
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -153,6 +153,28 @@ std::vector<double> time_pairs(int pairs, Baseline&& baseline, Measured&& measur
   return ratios;
 }
 
+// resident_bytes is what this process holds in memory now (/proc/self/statm), 0 where
+// that cannot be read.
+inline long resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// bytes_per_task measures the memory a system takes per task waiting to run: the growth of
+// the resident set while `hold` holds `count` tasks, launched but not yet run (hold
+// launches them, calls `measure`, then lets them run and checks its answer). Taken first
+// thing in the process, so no earlier workload left memory for the tasks to reuse.
+template <class Hold>
+double bytes_per_task(std::size_t count, Hold&& hold) {
+  malloc_trim(0);
+  long before = resident_bytes();
+  long during = before;
+  hold([&] { during = resident_bytes(); });
+  return static_cast<double>(during - before) / static_cast<double>(count);
+}
+
 inline std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -160,15 +182,17 @@ inline std::string host_name() {
 }
 
 // record prints one line and appends the JSON object for one measurement.
-// A ratio (time_pairs) is recorded with unit "ratio": it rides in median_s, so rounds
-// merge and tables compare it as any measurement, and the table prints it as a factor.
+// A ratio (time_pairs) is recorded with unit "ratio", a size (bytes_per_task) with unit
+// "bytes": either rides in median_s, so rounds merge and tables compare it as any
+// measurement, and the table prints it as a factor or in bytes.
 inline void record(const options& chosen, const std::string& system, const std::string& workload,
                    const std::string& param, unsigned threads, std::vector<double> seconds,
                    std::uint64_t tasks, const char* unit = "s") {
   std::sort(seconds.begin(), seconds.end());
   double median = seconds[seconds.size() / 2];
+  const std::string kind = unit;
   std::printf("%-10s %-22s %-12s threads=%-3u median=%.6f%s", system.c_str(), workload.c_str(), param.c_str(),
-              threads, median, std::string(unit) == "s" ? "s" : "x");
+              threads, median, kind == "s" ? "s" : kind == "bytes" ? " bytes" : "x");
   if (tasks > 0) {  // loops and latencies have no task count of their own
     std::printf("  %.1f ns/task/core", median * 1e9 * threads / static_cast<double>(tasks));
   }

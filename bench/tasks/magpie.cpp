@@ -24,6 +24,24 @@ int main(int argc, char** argv) {
   const std::size_t batch = chosen.quick ? (1u << 17) : (1u << 20);
   const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
   const std::size_t spawned = 10'000;
+  const std::size_t held = chosen.quick ? (1u << 16) : (1u << 18);
+
+  {
+    magpie::scheduler pool(bench::magpie_options(1));
+    pool.attach(magpie::named_thread::game);
+    std::vector<magpie::task<>> handles(held);  // touched before: the caller's memory, not the tasks'
+    double bytes = bench::bytes_per_task(held, [&](auto measure) {
+      std::atomic<std::size_t> ran{0};
+      std::size_t step = 1;
+      for (auto& handle : handles) handle = pool.launch("held", [&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after wait_all
+      measure();
+      magpie::wait_all(handles);
+      check(ran.load() == held, "bytes per task");
+    });
+    bench::record(chosen, "magpie", "task_bytes", "16B", 1, {bytes}, 0, "bytes");
+    pool.detach();
+  }
+
   for (unsigned threads : chosen.threads) {
     magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);

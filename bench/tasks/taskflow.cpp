@@ -36,6 +36,25 @@ int main(int argc, char** argv) {
   const std::size_t batch = chosen.quick ? (1u << 17) : (1u << 20);
   const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
   const std::size_t spawned = 10'000;
+  const std::size_t held = chosen.quick ? (1u << 16) : (1u << 18);
+
+  {
+    tf::Executor alone(1);
+    double bytes = 0;
+    on_worker(alone, [&] {
+      bytes = bench::bytes_per_task(held, [&](auto measure) {
+        std::atomic<std::size_t> ran{0};
+        std::size_t step = 1;
+        tf::TaskGroup group = alone.task_group();
+        for (std::size_t i = 0; i < held; ++i) group.silent_async([&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after corun
+        measure();
+        group.corun();
+        check(ran.load() == held, "bytes per task");
+      });
+    });
+    bench::record(chosen, "taskflow", "task_bytes", "16B", 1, {bytes}, 0, "bytes");
+  }
+
   for (unsigned threads : chosen.threads) {
     tf::Executor executor(threads);
 

@@ -26,7 +26,23 @@ int main(int argc, char** argv) {
   const std::size_t batch = chosen.quick ? (1u << 17) : (1u << 20);
   const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
   const std::size_t spawned = 10'000;
+  const std::size_t held = chosen.quick ? (1u << 16) : (1u << 18);
   using namespace oneapi::tbb;
+
+  task_arena alone(1);
+  alone.execute([&] {
+    double bytes = bench::bytes_per_task(held, [&](auto measure) {
+      std::atomic<std::size_t> ran{0};
+      std::size_t step = 1;
+      task_group group;
+      for (std::size_t i = 0; i < held; ++i) group.run([&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after wait
+      measure();
+      group.wait();
+      check(ran.load() == held, "bytes per task");
+    });
+    bench::record(chosen, "tbb", "task_bytes", "16B", 1, {bytes}, 0, "bytes");
+  });
+
   for (unsigned threads : chosen.threads) {
     task_arena arena(static_cast<int>(threads));
     arena.execute([&] {
