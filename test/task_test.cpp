@@ -471,12 +471,21 @@ TEST_CASE("task: launching, running and releasing allocates nothing from operato
   no_leaks leaks;
   scheduler pool(test::options_with(1));
   long counted = -1;
+  magpie::pipe line("probe pipe", pool);
   pool.launch("allocation probe", [&] {
-    auto round = [] {
+    // Each kind of part a task can have: a prerequisite edge (in the task's block), extras
+    // (a piped task's; an event's, with its groups), a group on its own.
+    auto round = [&line] {
       for (int i = 0; i < 2000; ++i) {
         int captured = i;
         task<int> one = magpie::launch("probe", [captured] { return captured + 1; });
-        if (one.get_result() != i + 1) std::abort();
+        task<int> behind = magpie::launch("behind", [captured] { return captured; }, one);
+        task<> piped = line.launch("piped", [] {});
+        task_event gate("gate");
+        gate.add_prerequisites(behind, piped);
+        gate.trigger();
+        if (one.get_result() != i + 1 || behind.get_result() != i) std::abort();
+        piped.wait();
       }
     };
     round();  // warm: pool slabs, deque ring, injection blocks
