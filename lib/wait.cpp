@@ -35,8 +35,8 @@ task<> when_any(const prerequisite_buffer& inputs) {
   }
   // The edges hold a reference to the event, not to the inputs: the event lives until
   // every input has completed and let go of its edge.
+  task_extras& extras = event->ensure_extras();  // first: if the group cannot be made, nothing leaks
   edge_group* group = edge_group::create_alone(inputs.size());
-  task_extras& extras = event->ensure_extras();
   group->next = extras.owned;
   extras.owned = group;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
