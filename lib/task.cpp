@@ -497,6 +497,8 @@ void add_nested(task_base* nested) noexcept {
 
 // --- the ready loop ----------------------------------------------------------------------
 
+// The caller holds a reference to `task` (or, as join_pipe, the lock that keeps it from
+// running): with locks left, it is read again below.
 void ready_loop::lock_released(task_base* task, std::uint32_t remaining) noexcept {
   if (remaining == 0) {
     ready(task);
@@ -695,7 +697,17 @@ void ready_loop::finish(task_base* task) noexcept {
         // with several prerequisites are not its last.
         if (next_slot_ == nullptr || next_slot_->task != nullptr || !subsequent->state.one_lock_left() ||
             !began_as_last_unlock(subsequent)) {
-          lock_released(subsequent, subsequent->state.release_lock());
+          // Nothing here holds a reference to the subsequent: once the lock goes, another
+          // thread may remove the last one, run it and free it. So whether it is piped is
+          // read first, while the lock still keeps it (a piped task left with only its pipe's
+          // lock cannot run: that lock is this thread's to remove, in join_pipe).
+          bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
+          std::uint32_t remaining = subsequent->state.release_lock();
+          if (remaining == 0) {
+            ready(subsequent);
+          } else if (remaining == 1 && piped) {
+            join_pipe(subsequent);
+          }
         }
         break;
       case edge_kind::nested:
