@@ -313,7 +313,7 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
     }
     edge->prerequisite = prerequisite;
     add_reference(prerequisite);  // kept until this task starts
-    if (!prerequisite->subsequents.push_if_not_closed(edge)) ++already_complete;
+    if (!push_subsequent(prerequisite, edge)) ++already_complete;
   }
   return already_complete;
 }
@@ -489,10 +489,18 @@ void add_nested(task_base* nested) noexcept {
   task_extras& extras = parent->ensure_extras();
   group->next = extras.nested;
   extras.nested = group;
-  if (!nested->subsequents.push_if_not_closed(edge)) {
+  if (!push_subsequent(nested, edge)) {
     parent->state.release_part();  // never the last: the body still holds its part
     release(parent);
   }
+}
+
+bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
+  if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
+  // After the push's seq_cst CAS: pairs with the fence a run's completer makes between its
+  // "finished" store and its look at the list (lib/task_wait.cpp) — one of us sees the other.
+  if (prerequisite->state.has_finished()) ready_loop(nullptr).close_left_open(prerequisite);
+  return true;
 }
 
 // --- the ready loop ----------------------------------------------------------------------
@@ -521,7 +529,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   edge.subsequent = task;
   edge.prerequisite = previous;
   edge.kind = edge_kind::pipe;
-  bool queued = previous->subsequents.push_if_not_closed(&edge);
+  bool queued = push_subsequent(previous, &edge);
   release(previous);
   if (!queued) lock_released(task, task->state.release_lock());  // the previous one already completed
 }
@@ -672,13 +680,9 @@ void ready_loop::drain_queued() noexcept {
   }
 }
 
-void ready_loop::finish(task_base* task) noexcept {
-  if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
-  // Closing makes every later push_if_not_closed fail: from here on the task is complete.
-  task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
-                                                             : task->subsequents.close();
-  bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
-
+// release_edges acts on the edges a close took from a task's subsequent list (newest
+// first): each subsequent loses the lock, part or trigger the edge stood for.
+void ready_loop::release_edges(task_edge* newest_first) noexcept {
   task_edge* in_order = nullptr;  // registration order: first launched, first released
   while (newest_first != nullptr) {
     task_edge* next = subsequent_list<task_edge>::next_of(newest_first);
@@ -724,6 +728,15 @@ void ready_loop::finish(task_base* task) noexcept {
     }
     in_order = next;
   }
+}
+
+void ready_loop::finish(task_base* task) noexcept {
+  if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
+  // Closing makes every later push_if_not_closed fail: from here on the task is complete.
+  task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
+                                                             : task->subsequents.close();
+  bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
+  release_edges(newest_first);
 
   if (task->extras != nullptr) {
     for (edge_group* group = task->extras->nested; group != nullptr;) {  // every nested task has completed

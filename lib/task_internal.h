@@ -52,11 +52,20 @@ class ready_loop {
     drain();
   }
 
+  // close_left_open closes the subsequent list of a task whose body finished while a
+  // waiter's run left the list open (lib/task_wait.cpp), and releases what it held:
+  // nothing when another thread closed it first. Then drains.
+  void close_left_open(task_base* task) noexcept {
+    release_edges(task->subsequents.close());
+    drain();
+  }
+
  private:
   void ready(task_base* task) noexcept;
   bool began_as_last_unlock(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
+  void release_edges(task_edge* newest_first) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
@@ -110,6 +119,13 @@ inline bool claim_prerequisites(task_base* task) noexcept {
   return prerequisite_groups(task) != nullptr && task->state.try_claim_prerequisites();
 }
 void drop_prerequisite_references(task_base* task) noexcept;
+
+// push_subsequent adds `edge` to `prerequisite`'s subsequent list: false, and nothing
+// added, once the prerequisite completed (the caller removes the edge's lock itself). A
+// prerequisite whose body finished in a waiter's run may still have its list open; a push
+// then closes it and releases everything in it, this edge included, and returns true.
+// The caller holds a reference to `prerequisite`.
+bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
 
 // finish_body releases the body's part of a task that ran on this thread; true when that
 // completed the task (no nested task still running): the caller completes it.

@@ -84,24 +84,51 @@ bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcep
   return true;
 }
 
+// leave_or_release disposes of the queue's reference to a task that completed here: while
+// the handle the caller waits through still holds the task, the handles take it over — one
+// store instead of a read-modify-write, and the last handle's drop frees the task in one go.
+// Otherwise (a body dropped that handle) it is released as any reference.
+void leave_or_release(task_base* task, task_base* const* through) noexcept {
+  if (through != nullptr && *through == task) {
+    task->state.leave_reference_to_handles();
+  } else {
+    release(task);
+  }
+}
+
+// finish_begun ends a task this thread ran after taking it back off its own deque, and
+// disposes of the queue's reference; true when it completed here.
+bool finish_begun(task_base* task, task_base* const* through) noexcept {
+  if (!finish_body(task)) {
+    release(task);  // nested tasks still run: it may still be written
+    return false;
+  }
+  ready_loop(nullptr).complete_ran(task);
+  leave_or_release(task, through);
+  return true;
+}
+
 // run_taken_back runs a task whose queue entry this thread took back off its own deque,
-// unless another waiter began it first, and disposes of the queue's reference that came
-// with the entry. True when the task is complete or ran here.
+// unless another waiter began it first (`begun`: whether this thread's try_begin_execution
+// won, with `takes_prerequisites`; the caller made it), and disposes of the queue's
+// reference that came with the entry. True when the task is complete or ran here.
+bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool begun,
+                    bool takes_prerequisites) noexcept {
+  if (!begun) {
+    bool done = task->is_completed();
+    release(task);
+    return done;
+  }
+  run_body(task, takes_prerequisites);
+  retract_nested(task, depth);
+  finish_begun(task, through);
+  return true;
+}
+
 bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) noexcept {
   bool takes_prerequisites = false;
-  bool ran = task->state.try_begin_execution(takes_prerequisites);
-  bool completed_here = ran && run_here(task, takes_prerequisites, depth);
-  // While the handle the caller waits through still holds the task, the handles can take
-  // the reference over — one store instead of a read-modify-write, and the last handle's
-  // drop frees the task in one go. Otherwise (the body dropped that handle, or the task is
-  // not complete yet: it may still be written) release it as any reference.
-  if (completed_here && through != nullptr && *through == task) {
-    task->state.leave_reference_to_handles();
-    return true;
-  }
-  bool done = ran || task->is_completed();
-  release(task);
-  return done;
+  bool begun = task->state.try_begin_execution(takes_prerequisites);
+  return run_taken_back(task, depth, through, begun, takes_prerequisites);
 }
 
 // take_back_run takes the newest run of `handles` (up to run_limit) off this thread's own
@@ -118,6 +145,47 @@ std::size_t take_back_run(task_base* const* const* handles, std::size_t count, t
       context.deque->newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
   if (run < 2 || !context.deque->pop_newest(static_cast<std::int64_t>(run))) return 0;
   return run;
+}
+
+// run_taken_back_run runs the tasks of a run take_back_run took (each with the queue's
+// reference), for the handles at `through`. A task whose body finishes with no nested task,
+// nothing extra and nobody in its subsequent list yet is not closed by a locked exchange:
+// its "finished" store completes it (is_completed), and one fence after the whole run
+// pairs with every pusher and waiter that came meanwhile (push_subsequent, wait): each
+// list that gained an edge is closed then, each blocked waiter woken.
+void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* const* const* through) noexcept {
+  std::size_t left_open[run_limit];
+  std::size_t open_count = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    task_base* task = taken[i];
+    bool takes_prerequisites = false;
+    bool begun = task->state.try_begin_execution(takes_prerequisites);
+    if (!begun || task->extras != nullptr || !task->subsequents.is_empty()) {
+      run_taken_back(task, 0, through[i], begun, takes_prerequisites);
+      continue;
+    }
+    run_body(task, takes_prerequisites);
+    if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
+      task->state.release_unshared_part();
+      left_open[open_count++] = i;
+    } else {
+      retract_nested(task, 0);
+      finish_begun(task, through[i]);
+    }
+  }
+  if (open_count == 0) return;
+  // Between each "finished" store and the looks below; pairs with the has_finished a pusher
+  // or waiter makes after its own seq_cst read-modify-write (push_subsequent; wait's flag):
+  // either that look sees "finished", or the look below sees the edge or the flag
+  // (test/model/task_left_open_model.cpp).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (std::size_t k = 0; k < open_count; ++k) {
+    task_base* task = taken[left_open[k]];
+    if (!task->subsequents.is_empty()) ready_loop(nullptr).close_left_open(task);
+    // seq_cst: after the fence, as the look at the list above (see subsequent_list::is_empty)
+    if ((task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0) waiters_of(task).notify_all();
+    leave_or_release(task, through[left_open[k]]);
+  }
 }
 
 }  // namespace
@@ -222,7 +290,7 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
     task_base* taken[run_limit];
     std::size_t run = runs_likely ? take_back_run(handles + next, count - next, taken) : 0;
     runs_likely = run != 0;
-    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[next + i]);
+    if (run != 0) run_taken_back_run(taken, run, handles + next);
     // What the run did not complete (nested tasks still running, another waiter ran it, a
     // body replaced a later handle), and whatever did not lie on the deque, is waited for.
     std::size_t end = next + std::max<std::size_t>(run, 1);

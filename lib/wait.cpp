@@ -49,7 +49,7 @@ task<> when_any(const prerequisite_buffer& inputs) {
       continue;
     }
     add_reference(event);
-    if (!input->subsequents.push_if_not_closed(edge)) {
+    if (!push_subsequent(input, edge)) {
       trigger(event);
       release(event);
     }

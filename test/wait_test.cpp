@@ -258,6 +258,41 @@ TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and run
     below = task<>();
     CHECK(detail::live_tasks() == before);
   }
+  SUBCASE("what a run completes keeps its subsequent list open; launches behind it, events, when_any and nesting still see it complete") {
+    task<> below = pool.launch("below", [] {});  // under the run: the whole run comes back at once
+    std::vector<task<int>> handles;
+    for (int i = 0; i < 5; ++i) handles.push_back(pool.launch("part", [i] { return i + 1; }));
+    CHECK(wait_all(handles));
+    for (auto& each : handles) {
+      CHECK(each.is_completed());
+      CHECK_FALSE(each.base()->subsequents.is_closed());  // completed by its "finished" store alone
+    }
+    task<int> after = pool.launch("after", [&handles] { return handles[0].get_result() * 10; }, handles[0]);
+    CHECK(after.get_result() == 10);
+    CHECK(handles[0].base()->subsequents.is_closed());  // the launch behind it closed the list
+    task_event gate("gate", pool);
+    gate.add_prerequisites(handles[1]);
+    gate.trigger();
+    CHECK(gate.wait(std::chrono::seconds(10)));
+    CHECK(when_any(std::vector<task<int>>{handles[2]}).wait(std::chrono::seconds(10)));
+    CHECK(wait_any(std::vector<task<int>>{handles[3]}) == std::optional<std::size_t>(0));
+    bool parent_ran = false;
+    task<> parent = pool.launch("parent", [&handles, &parent_ran] {
+      add_nested(handles[4]);
+      parent_ran = true;
+    });
+    CHECK(parent.wait(std::chrono::seconds(10)));
+    CHECK(parent_ran);
+    int sum = 0;
+    for (auto& each : handles) sum += each.get_result();
+    CHECK(sum == 15);
+    handles.clear();
+    after = task<int>();
+    parent = task<>();
+    below.wait();
+    below = task<>();
+    CHECK(detail::live_tasks() == before + 1);  // the gate, until it goes out of scope
+  }
   SUBCASE("nested tasks, a throwing body, invalid and completed handles in the range") {
     std::atomic<int> inner_done{0};
     std::vector<task<>> handles;
@@ -313,6 +348,47 @@ TEST_CASE("wait stress: wait_all takes runs back while workers steal from the sa
       }
       CHECK(wait_all(outer));
       CHECK(total.load() == 8L * (499L * 500L / 2));
+      handles.clear();
+      pool.detach();
+    }
+  }
+}
+
+TEST_CASE("wait stress: another thread launches behind and waits for the tasks a run is completing" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      constexpr int count = 4096;
+      std::vector<task<int>> handles;
+      handles.reserve(count);
+      for (int i = 0; i < count; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+      const std::vector<task<int>> copies = handles;  // the other thread's own handles
+      std::atomic<bool> go{false};
+      std::atomic<long> behind_sum{0};
+      long waited_sum = 0;
+      std::thread other([&] {
+        while (!go.load()) std::this_thread::yield();
+        std::vector<task<>> behind;
+        for (int i = count - 1; i >= 0; --i) {  // newest first: close behind the run
+          const task<int>& part = copies[static_cast<std::size_t>(i)];
+          if (i % 2 == 0) {
+            behind.push_back(pool.launch("behind", [&behind_sum, part] { behind_sum.fetch_add(part.get_result()); }, part));
+          } else {
+            part.wait();  // blocks, or finds it complete
+            waited_sum += part.get_result();
+          }
+        }
+        wait_all(behind);  // without workers, this wait runs them
+      });
+      go.store(true);
+      CHECK(wait_all(handles));
+      other.join();
+      CHECK(behind_sum.load() == (count / 2) * static_cast<long>(count - 2) / 2);
+      CHECK(waited_sum == (count / 2) * static_cast<long>(count) / 2);
       handles.clear();
       pool.detach();
     }

@@ -44,10 +44,13 @@ class subsequent_list {
     do {
       if (head == closed()) return false;
       node->hook.next.store(head, std::memory_order_relaxed);  // relaxed: published by the release CAS
-    // acq_rel on success: the release half pairs with close()'s acquire (the closer sees the
-    // node whole); acquire on failure: as the load above, when the CAS reads "closed" (kept
-    // no stronger than the success order, as C++11 and the Relacy model require)
-    } while (!head_.compare_exchange_weak(head, node, std::memory_order_acq_rel, std::memory_order_acquire));
+    // seq_cst on success: the release half pairs with close()'s acquire (the closer sees the
+    // node whole), and seq_cst orders the push before the pusher's next look at the task
+    // (task_state::has_finished, lib/task.cpp push_subsequent), which the completer of a
+    // task whose list it leaves open pairs with by a fence (no dearer than acq_rel on x86
+    // and ARMv8: both are one locked or exclusive-pair instruction); acquire on failure: as
+    // the load above, when the CAS reads "closed"
+    } while (!head_.compare_exchange_weak(head, node, std::memory_order_seq_cst, std::memory_order_acquire));
     return true;
   }
 
@@ -79,7 +82,9 @@ class subsequent_list {
 
   // is_empty says whether nothing was pushed and the list is still open.
   bool is_empty() const noexcept {
-    return head_.load(std::memory_order_acquire) == nullptr;  // acquire: pairs with the pushers' release CAS
+    // seq_cst: acquire pairs with the pushers' CAS (their nodes are whole); seq_cst besides
+    // for the look after a fence that must see every push ordered before it (lib/task_wait.cpp)
+    return head_.load(std::memory_order_seq_cst) == nullptr;
   }
 
   // newest_while_open is the newest node pushed so far (nullptr if none, or if closed),

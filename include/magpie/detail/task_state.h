@@ -203,6 +203,16 @@ class task_state {
     return (num_locks_.load(std::memory_order_acquire) & reference_left_to_handles) != 0;  // acquire: pairs with leave_reference_to_handles
   }
 
+  // has_finished says whether the body and every nested task are done: the task is
+  // complete, though its subsequent list may still be open (lib/task_wait.cpp leaves it so
+  // for the tasks of a run it takes back, and whoever pushes to it then closes it).
+  bool has_finished() const noexcept {
+    // seq_cst: the pusher's and the waiter's half of the pairing with the fence a run's
+    // completer makes before it looks for their edges and flags (lib/task_wait.cpp)
+    return (num_locks_.load(std::memory_order_seq_cst) & ~(prerequisites_claimed | reference_left_to_handles)) ==
+           execution_flag;
+  }
+
   // has_begun says whether execution has begun (or finished).
   bool has_begun() const noexcept {
     return (num_locks_.load(std::memory_order_acquire) & execution_flag) != 0;  // acquire: pairs with try_begin_execution

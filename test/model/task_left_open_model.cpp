@@ -1,0 +1,108 @@
+// Relacy model of a run's completion without a close (lib/task_wait.cpp,
+// run_taken_back_run; lib/task.cpp, push_subsequent): a waiter that ran a task taken back
+// off its own deque leaves the task's subsequent list open. Its "finished" store completes
+// the task, and one seq_cst fence, after the whole run, pairs with every thread that came
+// meanwhile:
+//   thread 0: the run — begins T, writes T's result, stores "finished"
+//             (release_unshared_part); then the fence, then: list not empty? close it and
+//             release what it held. Waiter flag set? notify.
+//   thread 1: a launch behind T — pushes an edge; if that succeeded and T has finished,
+//             closes the list itself and releases what it held (push_subsequent).
+//   thread 2: a waiter — loop { complete (closed or finished)? done. set flag;
+//             prepare_wait; re-check; commit_wait }.
+// Must hold: the edge is released exactly once, by whoever's close took it, and whoever
+// sees T complete sees its result; the waiter never sleeps forever (Relacy reports a lost
+// wake-up as DEADLOCK).
+//
+// Mutants (both must fail): seq_cst_to_acq_rel turns the fence and the looks after the
+// push and the flag into a store-buffering pair — the run misses the edge while the
+// pusher misses "finished", and the edge is never released (or the waiter sleeps
+// forever); release_to_relaxed lets "finished" be seen before the result.
+#include <magpie/detail/event_count.h>
+#include <magpie/detail/subsequent_list.h>
+#include <magpie/detail/task_state.h>
+
+#include "relacy_atomics.h"
+
+namespace magpie::model {
+
+template <weakening W>
+struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
+  using atomics = relacy_atomics<W>;
+  struct edge {
+    detail::subsequent_list_hook<edge, atomics> hook;
+    typename atomics::template atomic<int> subsequent;  // uninitialised until its pusher writes it
+  };
+  using list_type = detail::subsequent_list<edge, atomics>;
+
+  detail::task_state<atomics> t;
+  list_type subsequents;
+  detail::event_count<atomics> waiters;
+  typename atomics::template atomic<unsigned> has_waiter{0};
+  typename atomics::template atomic<int> result{0};
+  edge behind;
+  bool pushed = false;
+  int released = 0;
+
+  void before() {
+    t.unlock();  // launched, ready: thread 0 takes it back and runs it
+  }
+
+  bool is_completed() const { return subsequents.is_closed() || t.has_finished(); }
+
+  // release_taken is ready_loop::release_edges: the subsequent the edge names is let go,
+  // and it sees the result of the task it waited for.
+  void release_taken(edge* taken) {
+    for (edge* each = taken; each != nullptr; each = list_type::next_of(each)) {
+      RL_ASSERT(each->subsequent.load(std::memory_order::relaxed) == 7);
+      RL_ASSERT(result.load(std::memory_order::relaxed) == 42);
+      ++released;
+    }
+  }
+
+  void thread(unsigned index) {
+    if (index == 0) {
+      RL_ASSERT(t.try_begin_execution());
+      result.store(42, std::memory_order::relaxed);  // the body: published by the "finished" store
+      t.release_unshared_part();
+      atomics::fence_seq_cst();  // std::atomic_thread_fence(seq_cst) in run_taken_back_run
+      if (!subsequents.is_empty()) release_taken(subsequents.close());
+      if (has_waiter.load(std::memory_order::seq_cst) != 0) waiters.notify_all();
+      return;
+    }
+    if (index == 1) {
+      behind.subsequent.store(7, std::memory_order::relaxed);
+      pushed = subsequents.push_if_not_closed(&behind);
+      // The code has no fence here: its seq_cst CAS and seq_cst load already pair with the
+      // run's fence (C++20 [atomics.order]/4: a fence, then a look that misses a seq_cst
+      // write, puts the fence before that write in S; and the write's own thread's later
+      // seq_cst load then follows the fence). Relacy orders a fence only against fences,
+      // so the model states that pairing as the fence it is equivalent to.
+      atomics::fence_seq_cst();
+      if (pushed && t.has_finished()) release_taken(subsequents.close());
+      if (!pushed) RL_ASSERT(result.load(std::memory_order::relaxed) == 42);  // closed: complete
+      return;
+    }
+    for (;;) {
+      if (is_completed()) {
+        RL_ASSERT(result.load(std::memory_order::relaxed) == 42);
+        return;
+      }
+      has_waiter.exchange(1, std::memory_order::seq_cst);  // fetch_or in task_base::set_flag
+      auto key = waiters.prepare_wait();
+      if (is_completed()) {
+        waiters.cancel_wait();
+        continue;
+      }
+      waiters.commit_wait(key);
+    }
+  }
+
+  void after() { RL_ASSERT(released == (pushed ? 1 : 0)); }
+};
+
+}  // namespace magpie::model
+
+int main(int argc, char** argv) {
+  return magpie::model::model_main<magpie::model::task_left_open_model>(argc, argv, "task_left_open");
+}
