@@ -178,7 +178,7 @@ void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* c
   // or waiter makes after its own seq_cst read-modify-write (push_subsequent; wait's flag):
   // either that look sees "finished", or the look below sees the edge or the flag
   // (test/model/task_left_open_model.cpp).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std_atomics::fence_seq_cst();
   for (std::size_t k = 0; k < open_count; ++k) {
     task_base* task = taken[left_open[k]];
     if (!task->subsequents.is_empty()) ready_loop(nullptr).close_left_open(task);

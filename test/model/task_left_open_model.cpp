@@ -65,7 +65,7 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
       RL_ASSERT(t.try_begin_execution());
       result.store(42, std::memory_order::relaxed);  // the body: published by the "finished" store
       t.release_unshared_part();
-      atomics::fence_seq_cst();  // std::atomic_thread_fence(seq_cst) in run_taken_back_run
+      atomics::fence_seq_cst();  // as run_taken_back_run
       if (!subsequents.is_empty()) release_taken(subsequents.close());
       if (has_waiter.load(std::memory_order::seq_cst) != 0) waiters.notify_all();
       return;

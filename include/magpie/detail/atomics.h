@@ -32,9 +32,10 @@ struct std_atomics {
   static void wake_all(std::atomic<std::uint32_t>& word) noexcept;
 
   // fence_seq_cst is the one full fence magpie uses: the Dekker barrier between
-  // publishing work and checking for sleepers (event_count). Under ThreadSanitizer, which
-  // neither models fences nor lets GCC compile them with -Werror, it is a seq_cst
-  // read-modify-write on a shared word instead.
+  // publishing work and checking for sleepers (event_count), and between a wait_all run's
+  // "finished" stores and its looks for pushers and waiters (lib/task_wait.cpp). Under
+  // ThreadSanitizer, which neither models fences nor lets GCC compile them with -Werror,
+  // it is a seq_cst read-modify-write on a shared word instead.
   static void fence_seq_cst() noexcept {
 #if defined(__SANITIZE_THREAD__)
     static std::atomic<std::uint32_t> tsan_fence_word{0};
