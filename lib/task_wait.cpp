@@ -147,12 +147,34 @@ std::size_t take_back_run(task_base* const* const* handles, std::size_t count, t
   return run;
 }
 
+// came_since_finished says whether a pusher or a blocked waiter came to a task left open.
+bool came_since_finished(const task_base* task) noexcept {
+  // seq_cst: as the looks in settle_left_open
+  return !task->subsequents.is_empty() || (task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0;
+}
+
+// settle_left_open acts on what came to a task left open (run_taken_back_run) since it
+// finished: closes its list and releases the edges pushed meanwhile (unless a pusher
+// closed it), wakes the threads blocked on it.
+[[gnu::noinline]] void settle_left_open(task_base* task) noexcept {
+  if (!task->subsequents.is_empty() && !task->subsequents.is_closed()) ready_loop(nullptr).close_left_open(task);
+  // seq_cst: as the look at the list (see subsequent_list::is_empty)
+  if ((task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0) waiters_of(task).notify_all();
+}
+
 // run_taken_back_run runs the tasks of a run take_back_run took (each with the queue's
 // reference), for the handles at `through`. A task whose body finishes with no nested task,
 // nothing extra and nobody in its subsequent list yet is not closed by a locked exchange:
 // its "finished" store completes it (is_completed), and one fence after the whole run
 // pairs with every pusher and waiter that came meanwhile (push_subsequent, wait): each
 // list that gained an edge is closed then, each blocked waiter woken.
+//
+// The fence is what C++ guarantees by. Besides, each task left open is looked at once more
+// right after the next task's begin CAS, before the next body runs: on x86-64 that CAS
+// drains the "finished" store, and on ARMv8 the store-release and the look's acquire are
+// ordered, so a pusher or waiter that missed "finished" is seen there. A later body that
+// blocks until such a thread moves on (a wait for a task launched behind this one) then
+// does not wait for the end of the run.
 void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* const* const* through) noexcept {
   std::size_t left_open[run_limit];
   std::size_t open_count = 0;
@@ -160,6 +182,9 @@ void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* c
     task_base* task = taken[i];
     bool takes_prerequisites = false;
     bool begun = task->state.try_begin_execution(takes_prerequisites);
+    if (open_count != 0 && came_since_finished(taken[left_open[open_count - 1]])) {
+      settle_left_open(taken[left_open[open_count - 1]]);
+    }
     if (!begun || task->extras != nullptr || !task->subsequents.is_empty()) {
       run_taken_back(task, 0, through[i], begun, takes_prerequisites);
       continue;
@@ -181,9 +206,7 @@ void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* c
   std_atomics::fence_seq_cst();
   for (std::size_t k = 0; k < open_count; ++k) {
     task_base* task = taken[left_open[k]];
-    if (!task->subsequents.is_empty()) ready_loop(nullptr).close_left_open(task);
-    // seq_cst: after the fence, as the look at the list above (see subsequent_list::is_empty)
-    if ((task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0) waiters_of(task).notify_all();
+    settle_left_open(task);
     leave_or_release(task, through[left_open[k]]);
   }
 }
