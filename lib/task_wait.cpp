@@ -206,7 +206,7 @@ void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* c
   std_atomics::fence_seq_cst();
   for (std::size_t k = 0; k < open_count; ++k) {
     task_base* task = taken[left_open[k]];
-    settle_left_open(task);
+    if (came_since_finished(task)) settle_left_open(task);
     leave_or_release(task, through[left_open[k]]);
   }
 }
