@@ -1,12 +1,15 @@
-// Futex-based parking for std_atomics (Linux), std::atomic::wait elsewhere.
+// Futex-based parking (Linux; std::atomic::wait elsewhere) and the heavy half of the
+// asymmetric barriers (membarrier) for std_atomics.
 #include <magpie/detail/atomics.h>
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <ctime>
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #else
@@ -15,6 +18,35 @@
 #endif
 
 namespace magpie::detail {
+
+std::atomic<bool> asymmetric_barriers_enabled{false};
+
+#if defined(__linux__)
+bool std_atomics::enable_asymmetric_barriers() noexcept {
+  static const bool registered = [] {
+    long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (commands < 0 || (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  }();
+  // relaxed: read by the barriers of tasks, which exist only after a scheduler, whose
+  // construction calls this first
+  if (registered) asymmetric_barriers_enabled.store(true, std::memory_order_relaxed);
+  return registered;
+}
+
+void std_atomics::heavy_barrier() noexcept {
+  if (!asymmetric_barriers_enabled.load(std::memory_order_relaxed)) {  // relaxed: as above
+    fence_seq_cst();
+    return;
+  }
+  // Registered, the command cannot fail (EINVAL and EPERM are the unregistered answers);
+  // should it, no thread's barrier was made, and going on would lose a wake-up.
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) std::abort();
+}
+#else
+bool std_atomics::enable_asymmetric_barriers() noexcept { return false; }
+void std_atomics::heavy_barrier() noexcept { fence_seq_cst(); }
+#endif
 
 #if defined(__linux__)
 namespace {

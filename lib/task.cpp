@@ -497,9 +497,9 @@ void add_nested(task_base* nested) noexcept {
 
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
-  // After the push's seq_cst CAS: pairs with the fence a run's completer makes between its
-  // "finished" store and its look at the list (lib/task_wait.cpp) — one of us sees the other.
-  if (prerequisite->state.has_finished()) ready_loop(nullptr).close_left_open(prerequisite);
+  // A task finished open (lib/task_wait.cpp, finish_open) is complete with its list still
+  // open: whichever of its completer and us sees the other closes the list.
+  if (prerequisite->state.has_finished_for_comer()) ready_loop(nullptr).close_left_open(prerequisite);
   return true;
 }
 

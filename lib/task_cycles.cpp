@@ -23,8 +23,7 @@ bool blocks_completion(const task_edge& edge) noexcept { return edge.kind != edg
 // ready, its body is done with no nested task left, or it is an event whose only lock is
 // its own trigger (a new event, say: building a chain of events backwards stays cheap).
 bool waits_for_nothing(const task_base* task) noexcept {
-  std::uint32_t word =
-      task->state.raw() & ~(task_state<>::prerequisites_claimed | task_state<>::reference_left_to_handles);
+  std::uint32_t word = task->state.raw() & ~task_state<>::marks;
   if (word == 0 || word == task_state<>::execution_flag) return true;
   return word == 1 && task->kind() == task_kind::event && !task->has_flag(triggered);
 }

@@ -96,25 +96,56 @@ void leave_or_release(task_base* task, task_base* const* through) noexcept {
   }
 }
 
-// finish_begun ends a task this thread ran after taking it back off its own deque, and
-// disposes of the queue's reference; true when it completed here.
+// came_since_finished says whether a pusher or a blocked waiter came to a task finished
+// open before its completer looked.
+bool came_since_finished(const task_base* task) noexcept {
+  // seq_cst: without membarrier the barriers are fences, and these looks pair with them
+  return !task->subsequents.is_empty() || (task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0;
+}
+
+// settle_open acts on what came to a task finished open: closes its list and releases the
+// edges pushed meanwhile (unless a pusher closed it first), wakes the threads blocked on it.
+[[gnu::noinline]] void settle_open(task_base* task) noexcept {
+  if (!task->subsequents.is_empty() && !task->subsequents.is_closed()) ready_loop(nullptr).close_left_open(task);
+  // seq_cst: as came_since_finished
+  if ((task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0) waiters_of(task).notify_all();
+}
+
+// finish_open completes a finishes_open task whose body added no nested task and needs
+// nothing extra (no pipe, no exception), without closing its subsequent list: the
+// "finished" store completes it (task_base::is_completed), and a light barrier orders that
+// store before the looks for a pusher or a blocked waiter that came meanwhile. Whoever comes
+// later sees "finished" (a pusher then closes the list itself, push_subsequent); whoever
+// came while the body ran made the heavy barrier (task_state::has_finished_for_comer), so
+// either it sees "finished" or these looks see what it did. One locked exchange fewer per
+// task than a close (test/model/task_left_open_model.cpp).
+void finish_open(task_base* task) noexcept {
+  task->state.release_unshared_part();
+  std_atomics::light_barrier();
+  if (came_since_finished(task)) settle_open(task);
+}
+
+// finish_begun ends a task this thread began as finishes_open after taking it back off its
+// own deque, and disposes of the queue's reference; true when it completed here.
 bool finish_begun(task_base* task, task_base* const* through) noexcept {
-  if (!finish_body(task)) {
+  if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
+    finish_open(task);
+  } else if (finish_body(task)) {
+    ready_loop(nullptr).complete_ran(task);
+  } else {
     release(task);  // nested tasks still run: it may still be written
     return false;
   }
-  ready_loop(nullptr).complete_ran(task);
   leave_or_release(task, through);
   return true;
 }
 
 // run_taken_back runs a task whose queue entry this thread took back off its own deque,
-// unless another waiter began it first (`begun`: whether this thread's try_begin_execution
-// won, with `takes_prerequisites`; the caller made it), and disposes of the queue's
-// reference that came with the entry. True when the task is complete or ran here.
-bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool begun,
-                    bool takes_prerequisites) noexcept {
-  if (!begun) {
+// unless another waiter began it first, and disposes of the queue's reference that came
+// with the entry. True when the task is complete or ran here.
+bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) noexcept {
+  bool takes_prerequisites = false;
+  if (!task->state.try_begin_execution(takes_prerequisites, /*open=*/true)) {
     bool done = task->is_completed();
     release(task);
     return done;
@@ -123,12 +154,6 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
   retract_nested(task, depth);
   finish_begun(task, through);
   return true;
-}
-
-bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) noexcept {
-  bool takes_prerequisites = false;
-  bool begun = task->state.try_begin_execution(takes_prerequisites);
-  return run_taken_back(task, depth, through, begun, takes_prerequisites);
 }
 
 // take_back_run takes the newest run of `handles` (up to run_limit) off this thread's own
@@ -145,70 +170,6 @@ std::size_t take_back_run(task_base* const* const* handles, std::size_t count, t
       context.deque->newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
   if (run < 2 || !context.deque->pop_newest(static_cast<std::int64_t>(run))) return 0;
   return run;
-}
-
-// came_since_finished says whether a pusher or a blocked waiter came to a task left open.
-bool came_since_finished(const task_base* task) noexcept {
-  // seq_cst: as the looks in settle_left_open
-  return !task->subsequents.is_empty() || (task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0;
-}
-
-// settle_left_open acts on what came to a task left open (run_taken_back_run) since it
-// finished: closes its list and releases the edges pushed meanwhile (unless a pusher
-// closed it), wakes the threads blocked on it.
-[[gnu::noinline]] void settle_left_open(task_base* task) noexcept {
-  if (!task->subsequents.is_empty() && !task->subsequents.is_closed()) ready_loop(nullptr).close_left_open(task);
-  // seq_cst: as the look at the list (see subsequent_list::is_empty)
-  if ((task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0) waiters_of(task).notify_all();
-}
-
-// run_taken_back_run runs the tasks of a run take_back_run took (each with the queue's
-// reference), for the handles at `through`. A task whose body finishes with no nested task,
-// nothing extra and nobody in its subsequent list yet is not closed by a locked exchange:
-// its "finished" store completes it (is_completed), and one fence after the whole run
-// pairs with every pusher and waiter that came meanwhile (push_subsequent, wait): each
-// list that gained an edge is closed then, each blocked waiter woken.
-//
-// The fence is what C++ guarantees by. Besides, each task left open is looked at once more
-// right after the next task's begin CAS, before the next body runs: on x86-64 that CAS
-// drains the "finished" store, and on ARMv8 the store-release and the look's acquire are
-// ordered, so a pusher or waiter that missed "finished" is seen there. A later body that
-// blocks until such a thread moves on (a wait for a task launched behind this one) then
-// does not wait for the end of the run.
-void run_taken_back_run(task_base* const* taken, std::size_t count, task_base* const* const* through) noexcept {
-  std::size_t left_open[run_limit];
-  std::size_t open_count = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    task_base* task = taken[i];
-    bool takes_prerequisites = false;
-    bool begun = task->state.try_begin_execution(takes_prerequisites);
-    if (open_count != 0 && came_since_finished(taken[left_open[open_count - 1]])) {
-      settle_left_open(taken[left_open[open_count - 1]]);
-    }
-    if (!begun || task->extras != nullptr || !task->subsequents.is_empty()) {
-      run_taken_back(task, 0, through[i], begun, takes_prerequisites);
-      continue;
-    }
-    run_body(task, takes_prerequisites);
-    if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
-      task->state.release_unshared_part();
-      left_open[open_count++] = i;
-    } else {
-      retract_nested(task, 0);
-      finish_begun(task, through[i]);
-    }
-  }
-  if (open_count == 0) return;
-  // Between each "finished" store and the looks below; pairs with the has_finished a pusher
-  // or waiter makes after its own seq_cst read-modify-write (push_subsequent; wait's flag):
-  // either that look sees "finished", or the look below sees the edge or the flag
-  // (test/model/task_left_open_model.cpp).
-  std_atomics::fence_seq_cst();
-  for (std::size_t k = 0; k < open_count; ++k) {
-    task_base* task = taken[left_open[k]];
-    if (came_since_finished(task)) settle_left_open(task);
-    leave_or_release(task, through[left_open[k]]);
-  }
 }
 
 }  // namespace
@@ -280,7 +241,8 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     task->set_flag(has_waiter);
     event_count<>& events = waiters_of(task);
     auto key = events.prepare_wait();
-    if (task->is_completed() || (task->state.is_ready() && can_retract_here(task))) {
+    bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
+    if (completed || (task->state.is_ready() && can_retract_here(task))) {
       events.cancel_wait();
       continue;
     }
@@ -313,7 +275,7 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
     task_base* taken[run_limit];
     std::size_t run = runs_likely ? take_back_run(handles + next, count - next, taken) : 0;
     runs_likely = run != 0;
-    if (run != 0) run_taken_back_run(taken, run, handles + next);
+    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[next + i]);
     // What the run did not complete (nested tasks still running, another waiter ran it, a
     // body replaced a later handle), and whatever did not lie on the deque, is waited for.
     std::size_t end = next + std::max<std::size_t>(run, 1);

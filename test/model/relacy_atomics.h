@@ -149,6 +149,11 @@ struct relacy_atomics {
   static void fence_seq_cst() {
     rl::atomic_thread_fence(weakened<W>(std::memory_order::seq_cst, access::rmw), $);
   }
+  // The asymmetric barriers are modelled as the fences they stand for: membarrier makes
+  // the light side's compiler barrier act as a full fence at some point of its thread, and
+  // the Dekker argument needs no more than a fence there and one on the heavy side.
+  static void light_barrier() { fence_seq_cst(); }
+  static void heavy_barrier() { fence_seq_cst(); }
   static void wake_one(atomic<std::uint32_t>& word) {
     auto& lot = word.parking_;
     lot.mutex.lock($);

@@ -1,23 +1,26 @@
-// Relacy model of a run's completion without a close (lib/task_wait.cpp,
-// run_taken_back_run; lib/task.cpp, push_subsequent): a waiter that ran a task taken back
-// off its own deque leaves the task's subsequent list open. Its "finished" store completes
-// the task, and one seq_cst fence, after the whole run, pairs with every thread that came
-// meanwhile:
-//   thread 0: the run — begins T, writes T's result, stores "finished"
-//             (release_unshared_part); then the fence, then: list not empty? close it and
-//             release what it held. Waiter flag set? notify.
-//   thread 1: a launch behind T — pushes an edge; if that succeeded and T has finished,
-//             closes the list itself and releases what it held (push_subsequent).
+// Relacy model of a task's completion without a close (lib/task_wait.cpp, finish_open;
+// lib/task.cpp, push_subsequent): a waiter that took a task back off its own deque begins
+// it finishes_open and, when nothing came meanwhile, leaves its subsequent list open. Its
+// "finished" store completes the task; a light barrier orders that store before the
+// completer's looks, and a thread that came while the body ran makes the heavy barrier
+// before its own look (task_state::has_finished_for_comer):
+//   thread 0: the completer — begins T finishes_open, writes T's result, stores
+//             "finished" (release_unshared_part); light barrier; then: list not empty?
+//             close it and release what it held. Waiter flag set? notify.
+//   thread 1: a launch behind T — pushes an edge; if that succeeded and T has finished
+//             (seen as a comer), closes the list itself and releases what it held.
 //   thread 2: a waiter — loop { complete (closed or finished)? done. set flag;
-//             prepare_wait; re-check; commit_wait }.
+//             prepare_wait; re-check as a comer; commit_wait }.
 // Must hold: the edge is released exactly once, by whoever's close took it, and whoever
 // sees T complete sees its result; the waiter never sleeps forever (Relacy reports a lost
 // wake-up as DEADLOCK).
 //
-// Mutants (both must fail): seq_cst_to_acq_rel turns the fence and the looks after the
-// push and the flag into a store-buffering pair — the run misses the edge while the
-// pusher misses "finished", and the edge is never released (or the waiter sleeps
-// forever); release_to_relaxed lets "finished" be seen before the result.
+// The policy models both barriers as seq_cst fences (relacy_atomics.h): membarrier makes
+// the light side's compiler barrier act as one. Mutants (both must fail):
+// seq_cst_to_acq_rel weakens the barriers and the looks into a store-buffering pair — the
+// completer misses the edge while the pusher misses "finished", and the edge is never
+// released (or the waiter sleeps forever); release_to_relaxed lets "finished" be seen
+// before the result.
 #include <magpie/detail/event_count.h>
 #include <magpie/detail/subsequent_list.h>
 #include <magpie/detail/task_state.h>
@@ -62,10 +65,11 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
 
   void thread(unsigned index) {
     if (index == 0) {
-      RL_ASSERT(t.try_begin_execution());
+      bool takes_prerequisites = false;
+      RL_ASSERT(t.try_begin_execution(takes_prerequisites, /*open=*/true));
       result.store(42, std::memory_order::relaxed);  // the body: published by the "finished" store
       t.release_unshared_part();
-      atomics::fence_seq_cst();  // as run_taken_back_run
+      atomics::light_barrier();  // as finish_open
       if (!subsequents.is_empty()) release_taken(subsequents.close());
       if (has_waiter.load(std::memory_order::seq_cst) != 0) waiters.notify_all();
       return;
@@ -73,13 +77,7 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
     if (index == 1) {
       behind.subsequent.store(7, std::memory_order::relaxed);
       pushed = subsequents.push_if_not_closed(&behind);
-      // The code has no fence here: its seq_cst CAS and seq_cst load already pair with the
-      // run's fence (C++20 [atomics.order]/4: a fence, then a look that misses a seq_cst
-      // write, puts the fence before that write in S; and the write's own thread's later
-      // seq_cst load then follows the fence). Relacy orders a fence only against fences,
-      // so the model states that pairing as the fence it is equivalent to.
-      atomics::fence_seq_cst();
-      if (pushed && t.has_finished()) release_taken(subsequents.close());
+      if (pushed && t.has_finished_for_comer()) release_taken(subsequents.close());
       if (!pushed) RL_ASSERT(result.load(std::memory_order::relaxed) == 42);  // closed: complete
       return;
     }
@@ -90,7 +88,7 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
       }
       has_waiter.exchange(1, std::memory_order::seq_cst);  // fetch_or in task_base::set_flag
       auto key = waiters.prepare_wait();
-      if (is_completed()) {
+      if (subsequents.is_closed() || t.has_finished_for_comer()) {
         waiters.cancel_wait();
         continue;
       }

@@ -13,6 +13,11 @@
 
 namespace magpie::detail {
 
+// asymmetric_barriers_enabled says light_barrier may be a compiler barrier only: the heavy
+// half is membarrier. Set once, by the first scheduler's constructor (before any task
+// exists, so every barrier of a task's protocol reads it set or every one reads it clear).
+extern std::atomic<bool> asymmetric_barriers_enabled;
+
 // std_atomics is the production policy: plain std::atomic plus futex parking on Linux.
 struct std_atomics {
   template <class T>
@@ -32,8 +37,8 @@ struct std_atomics {
   static void wake_all(std::atomic<std::uint32_t>& word) noexcept;
 
   // fence_seq_cst is the one full fence magpie uses: the Dekker barrier between
-  // publishing work and checking for sleepers (event_count), and between a wait_all run's
-  // "finished" stores and its looks for pushers and waiters (lib/task_wait.cpp). Under
+  // publishing work and checking for sleepers (event_count), and the fallback of the
+  // asymmetric barriers below. Under
   // ThreadSanitizer, which neither models fences nor lets GCC compile them with -Werror,
   // it is a seq_cst read-modify-write on a shared word instead.
   static void fence_seq_cst() noexcept {
@@ -48,6 +53,28 @@ struct std_atomics {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
   }
+
+  // light_barrier and heavy_barrier are the halves of an asymmetric Dekker barrier: a store,
+  // light_barrier, a look on one side and a store, heavy_barrier, a look on the other never
+  // both miss the other's store. The light half, taken on a hot path (a task's completion by
+  // the waiter that took it back, lib/task_wait.cpp), only stops the compiler moving memory
+  // accesses across it. The heavy half, taken rarely (a push to, or a block on, such a task
+  // while it runs), is Linux membarrier: every running thread of the process executes a full
+  // barrier before it returns, so one lands between the light side's store and its look, or
+  // before both, or after both. Where membarrier is unavailable both halves are
+  // fence_seq_cst. (As liburcu's and folly's asymmetric fences.)
+  static void light_barrier() noexcept {
+    if (asymmetric_barriers_enabled.load(std::memory_order_relaxed)) {  // relaxed: set before any task existed
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      fence_seq_cst();
+    }
+  }
+  static void heavy_barrier() noexcept;
+
+  // enable_asymmetric_barriers registers the process for membarrier (once; later calls only
+  // answer) and says whether light_barrier is now the cheap half.
+  static bool enable_asymmetric_barriers() noexcept;
 };
 
 // cpu_relax is the spin-loop hint (x86 `pause`); it lets a sibling hyper-thread run.

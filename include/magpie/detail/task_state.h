@@ -11,6 +11,11 @@
 // ran the task after taking it back off its own deque left the queue's reference to the
 // task's handles, and the last handle to go releases it (lib/task.cpp, drop_handle).
 //
+// Bit 28 says the task was begun by a waiter that took it back off its own deque, and that
+// the waiter completes it without closing its subsequent list unless something was pushed
+// meanwhile (lib/task_wait.cpp, finish_open): a pusher or a blocking waiter that finds it
+// running so makes the heavy half of an asymmetric barrier before it looks again.
+//
 // Bit 30 says a waiter claimed the task's prerequisites before it began (to retract them;
 // it then drops the references the task held on them). The runner's begin CAS tells it
 // whether it takes them over instead: a chain hop needs no read-modify-write of its own
@@ -45,6 +50,10 @@ class task_state {
   static constexpr std::uint32_t prerequisites_claimed = std::uint32_t{1} << 30;
   // reference_left_to_handles: set after completion; see leave_reference_to_handles.
   static constexpr std::uint32_t reference_left_to_handles = std::uint32_t{1} << 29;
+  // finishes_open: begun by a waiter that completes it without a close (bit 28 above).
+  static constexpr std::uint32_t finishes_open = std::uint32_t{1} << 28;
+  // marks are the bits that are neither the count nor the execution flag.
+  static constexpr std::uint32_t marks = prerequisites_claimed | reference_left_to_handles | finishes_open;
 
   // add_locks adds `count` locks; only before launch, by the launching thread.
   void add_locks(std::uint32_t count) noexcept {
@@ -97,20 +106,22 @@ class task_state {
 
   // try_begin_execution claims the right to run the body; false if the task is still
   // locked or someone else claimed it. On success, `takes_prerequisites` says whether the
-  // caller also takes over the task's prerequisites (no waiter claimed them first).
-  bool try_begin_execution(bool& takes_prerequisites) noexcept {
+  // caller also takes over the task's prerequisites (no waiter claimed them first);
+  // `open` marks it finishes_open.
+  bool try_begin_execution(bool& takes_prerequisites, bool open = false) noexcept {
     std::uint32_t ready = 0;
+    std::uint32_t begun = execution_flag | 1 | (open ? finishes_open : 0);
     takes_prerequisites = true;
-    if (num_locks_.compare_exchange_strong(ready, execution_flag | 1,
-                                           std::memory_order_acquire,    // acquire: sees what the unlockers published
+    // seq_cst: acquire sees what the unlockers published; seq_cst puts the begin of a
+    // finishes_open task in S after any comer's look that misses it (has_finished_for_comer)
+    if (num_locks_.compare_exchange_strong(ready, begun, std::memory_order_seq_cst,
                                            std::memory_order_relaxed)) {  // relaxed: we look at the value only
       return true;
     }
     if (ready != prerequisites_claimed) return false;  // still locked, or begun
     takes_prerequisites = false;
-    return num_locks_.compare_exchange_strong(ready, execution_flag | 1,
-                                              std::memory_order_acquire,    // acquire: as above
-                                              std::memory_order_relaxed);   // relaxed: the loser does nothing
+    return num_locks_.compare_exchange_strong(ready, begun, std::memory_order_seq_cst,  // seq_cst: as above
+                                              std::memory_order_relaxed);  // relaxed: the loser does nothing
   }
 
   // one_lock_left says whether a single lock remains (a hint: another unlocker may be about
@@ -171,7 +182,7 @@ class task_state {
   // last part: the caller completes the task.
   bool release_part() noexcept {
     // acq_rel: the completer sees everything the body and every nested task did
-    return num_locks_.fetch_sub(1, std::memory_order_acq_rel) == (execution_flag | 1);
+    return (num_locks_.fetch_sub(1, std::memory_order_acq_rel) & ~finishes_open) == (execution_flag | 1);
   }
 
   // is_ready says whether every lock is gone and execution has not begun.
@@ -204,13 +215,29 @@ class task_state {
   }
 
   // has_finished says whether the body and every nested task are done: the task is
-  // complete, though its subsequent list may still be open (lib/task_wait.cpp leaves it so
-  // for the tasks of a run it takes back, and whoever pushes to it then closes it).
+  // complete, though its subsequent list may still be open (a finishes_open task: whoever
+  // pushes to it then closes it).
   bool has_finished() const noexcept {
-    // seq_cst: the pusher's and the waiter's half of the pairing with the fence a run's
-    // completer makes before it looks for their edges and flags (lib/task_wait.cpp)
-    return (num_locks_.load(std::memory_order_seq_cst) & ~(prerequisites_claimed | reference_left_to_handles)) ==
-           execution_flag;
+    // seq_cst: without membarrier, the pusher's and the waiter's half of the pairing with
+    // the fence its completer makes before it looks for their edges and flags
+    return finished(num_locks_.load(std::memory_order_seq_cst));
+  }
+
+  // has_finished_for_comer is has_finished for a thread that came to the task with a seq_cst
+  // read-modify-write (pushed to its list, set its waiter flag) and must not miss both ways:
+  // either it sees "finished", or the completer's look after that store sees what it did.
+  // A finishes_open task's completer makes only the light barrier (lib/task_wait.cpp), so
+  // while the body runs, the caller makes the heavy one before the look that counts.
+  bool has_finished_for_comer() const noexcept {
+    // seq_cst: a look that misses the begin (a seq_cst CAS) comes before it in S, and then
+    // the completer's looks after "finished" see the caller's earlier write; one that sees
+    // a body running without finishes_open pairs with the completer's close (an exchange)
+    std::uint32_t word = num_locks_.load(std::memory_order_seq_cst);
+    if (running_open(word)) {
+      Atomics::heavy_barrier();
+      word = num_locks_.load(std::memory_order_seq_cst);  // seq_cst: as above
+    }
+    return finished(word);
   }
 
   // has_begun says whether execution has begun (or finished).
@@ -224,6 +251,11 @@ class task_state {
   }
 
  private:
+  static bool finished(std::uint32_t word) noexcept { return (word & ~marks) == execution_flag; }
+  static bool running_open(std::uint32_t word) noexcept {
+    return (word & finishes_open) != 0 && (word & ~(marks | execution_flag)) != 0;
+  }
+
   typename Atomics::template atomic<std::uint32_t> num_locks_{1};
 };
 
