@@ -395,6 +395,127 @@ TEST_CASE("wait stress: another thread launches behind and waits for the tasks a
   }
 }
 
+TEST_CASE("wait: a task its waiter took back completes with its list open; what comes later closes it") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);
+  task<int> first = pool.launch("first", [] { return 1; });
+  CHECK(first.get_result() == 1);  // taken back off this thread's deque, run here
+  CHECK(first.is_completed());
+  CHECK_FALSE(first.base()->subsequents.is_closed());  // its "finished" store completed it
+  task<int> behind = pool.launch("behind", [&first] { return first.get_result() + 1; }, first);
+  CHECK(behind.get_result() == 2);
+  CHECK(first.base()->subsequents.is_closed());  // the launch behind it closed the list
+  task<int> second = pool.launch("second", [] { return 3; });
+  CHECK(second.wait(std::chrono::seconds(10)));
+  CHECK(wait_any(std::vector<task<int>>{second}) == std::optional<std::size_t>(0));
+  CHECK(when_all(std::vector<task<int>>{second}).wait(std::chrono::seconds(10)));
+  task<> throws = pool.launch("throws", [] { throw std::runtime_error("boom"); });
+  throws.wait();  // completes the ordinary way: the exception is extra
+  CHECK(throws.base()->subsequents.is_closed());
+  CHECK_THROWS_AS(throws.get_result(), std::runtime_error);
+  pool.detach();
+}
+
+TEST_CASE("wait: a launch behind and a blocked waiter that come while a taken-back task runs are served") {
+  for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(1));
+    pool.attach(named_thread::game);
+    // The worker is kept busy, so the task below is taken back by this thread, not stolen.
+    std::atomic<bool> release_worker{false};
+    std::atomic<bool> worker_busy{false};
+    task<> occupier = pool.launch("occupier", [&] {
+      worker_busy.store(true);
+      while (!release_worker.load()) std::this_thread::yield();
+    });
+    while (!worker_busy.load()) std::this_thread::yield();
+    std::atomic<bool> started{false};
+    std::atomic<bool> timed_out{false};
+    task<int> running;
+    running = pool.launch("running", [&] {
+      started.store(true);
+      // Finish only once the other thread has pushed behind this task and set its waiter
+      // flag: both came while it ran, so both made the heavy barrier.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      detail::task_base* self = running.base();
+      while (self->subsequents.is_empty() || !self->has_flag(detail::has_waiter)) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          timed_out.store(true);
+          break;
+        }
+        std::this_thread::yield();
+      }
+      return 5;
+    });
+    task<int> behind;
+    bool waited = false;
+    std::thread other([&] {
+      while (!started.load()) std::this_thread::yield();
+      task<int> copy = running;
+      behind = pool.launch("behind", [copy] { return copy.get_result() * 2; }, copy);
+      waited = copy.wait(std::chrono::seconds(10));  // blocks while the body runs
+    });
+    CHECK(running.get_result() == 5);
+    other.join();
+    CHECK_FALSE(timed_out.load());
+    CHECK(waited);
+    release_worker.store(true);
+    CHECK(behind.wait(std::chrono::seconds(10)));
+    CHECK(behind.get_result() == 10);
+    running = task<int>();
+    behind = task<int>();
+    occupier.wait();
+    occupier = task<>();
+    pool.detach();
+  }
+}
+
+TEST_CASE("wait stress: another thread launches behind and waits for tasks taken back one at a time" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 2u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      constexpr int count = 4096;
+      std::vector<task<int>> handles(count);
+      std::atomic<int> published{0};
+      std::atomic<long> behind_sum{0};
+      long waited_sum = 0;
+      std::thread other([&] {
+        std::vector<task<>> behind;
+        for (int i = 0; i < count; ++i) {
+          while (published.load() <= i) std::this_thread::yield();
+          const task<int> part = handles[static_cast<std::size_t>(i)];  // copied while it is waited for
+          if (i % 2 == 0) {
+            behind.push_back(pool.launch("behind", [&behind_sum, part] { behind_sum.fetch_add(part.get_result()); }, part));
+          } else {
+            waited_sum += part.get_result();  // blocks, or finds it complete
+          }
+        }
+        wait_all(behind);
+      });
+      long sum = 0;
+      for (int i = 0; i < count; ++i) {
+        handles[static_cast<std::size_t>(i)] = pool.launch("part", [i] {
+          for (int spin = 0; spin < (i % 7) * 50; ++spin) detail::cpu_relax();  // some bodies run long enough to be come to
+          return i;
+        });
+        published.store(i + 1);
+        sum += handles[static_cast<std::size_t>(i)].get_result();
+      }
+      other.join();
+      CHECK(sum == static_cast<long>(count) * (count - 1) / 2);
+      CHECK(behind_sum.load() == (count / 2) * static_cast<long>(count - 2) / 2);
+      CHECK(waited_sum == (count / 2) * static_cast<long>(count) / 2);
+      handles.clear();
+      pool.detach();
+    }
+  }
+}
+
 TEST_CASE("wait: when_all completes after all, when_any after the first") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
