@@ -52,8 +52,8 @@ class ready_loop {
     drain();
   }
 
-  // close_left_open closes the subsequent list of a task whose body finished while a
-  // waiter's run left the list open (lib/task_wait.cpp), and releases what it held:
+  // close_left_open closes the subsequent list of a task finished open by the waiter that
+  // took it back (lib/task_wait.cpp, finish_open), and releases what it held:
   // nothing when another thread closed it first. Then drains.
   void close_left_open(task_base* task) noexcept {
     release_edges(task->subsequents.close());
@@ -122,7 +122,7 @@ void drop_prerequisite_references(task_base* task) noexcept;
 
 // push_subsequent adds `edge` to `prerequisite`'s subsequent list: false, and nothing
 // added, once the prerequisite completed (the caller removes the edge's lock itself). A
-// prerequisite whose body finished in a waiter's run may still have its list open; a push
+// prerequisite finished open (lib/task_wait.cpp, finish_open) still has its list open; a push
 // then closes it and releases everything in it, this edge included, and returns true.
 // The caller holds a reference to `prerequisite`.
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;

@@ -149,8 +149,8 @@ struct task_base : work_item {
 
   task_kind kind() const noexcept { return static_cast<task_kind>(kind_and_priority & 3u); }
   priority task_priority() const noexcept { return static_cast<priority>((kind_and_priority >> 2u) & 7u); }
-  // Complete once its subsequent list is closed, or once its body (and every nested
-  // task) is done where a waiter's run leaves the list open (lib/task_wait.cpp).
+  // Complete once its subsequent list is closed, or once its body (and every nested task)
+  // is done where the waiter that took it back leaves the list open (lib/task_wait.cpp).
   bool is_completed() const noexcept { return subsequents.is_closed() || state.has_finished(); }
   bool has_flag(std::uint8_t bit) const noexcept {
     return (flags.load(std::memory_order_acquire) & bit) != 0;  // acquire: pairs with set_flag's release half
