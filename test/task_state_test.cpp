@@ -52,6 +52,34 @@ TEST_CASE("task_state: the task completes when the body and every nested task ar
   CHECK(task.raw() == state::execution_flag);
 }
 
+TEST_CASE("task_state: a task begun finishes_open has finished once its body and nested tasks are done") {
+  state plain;
+  CHECK(plain.unlock());
+  bool takes_prerequisites = false;
+  CHECK(plain.try_begin_execution(takes_prerequisites, /*open=*/true));
+  CHECK(takes_prerequisites);
+  CHECK(plain.has_begun());
+  CHECK_FALSE(plain.has_finished());
+  CHECK_FALSE(plain.has_finished_for_comer());  // running: the comer's heavy barrier, then "not yet"
+  plain.release_unshared_part();
+  CHECK(plain.has_finished());
+  CHECK(plain.has_finished_for_comer());
+  plain.leave_reference_to_handles();
+  CHECK(plain.has_finished());
+  CHECK(plain.handles_hold_extra_reference());
+
+  state nested;
+  CHECK(nested.unlock());
+  CHECK(nested.try_begin_execution(takes_prerequisites, /*open=*/true));
+  nested.add_nested_lock();
+  CHECK_FALSE(nested.release_part());  // the body: a nested task still runs
+  CHECK_FALSE(nested.has_finished_for_comer());
+  CHECK(nested.release_part());  // the nested task: the mark does not hide the last part
+  CHECK(nested.has_finished());
+  CHECK(nested.has_finished_for_comer());
+  CHECK_FALSE(nested.try_begin_execution());
+}
+
 TEST_CASE("task_state: the prerequisites go to one owner — a waiter before execution, else the runner") {
   state unclaimed;
   unclaimed.add_locks(1);
