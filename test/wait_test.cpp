@@ -420,9 +420,11 @@ TEST_CASE("wait: a task its waiter took back completes with its list open; what 
 TEST_CASE("wait: a launch behind and a blocked waiter that come while a taken-back task runs are served") {
   for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
     no_leaks leaks;
-    scheduler pool(test::options_with(1));
+    scheduler_options one_worker = test::options_with(1);
+    one_worker.background_workers = 0;
+    scheduler pool(one_worker);
     pool.attach(named_thread::game);
-    // The worker is kept busy, so the task below is taken back by this thread, not stolen.
+    // The only worker is kept busy, so the task below is taken back by this thread, not stolen.
     std::atomic<bool> release_worker{false};
     std::atomic<bool> worker_busy{false};
     task<> occupier = pool.launch("occupier", [&] {
@@ -432,13 +434,14 @@ TEST_CASE("wait: a launch behind and a blocked waiter that come while a taken-ba
     while (!worker_busy.load()) std::this_thread::yield();
     std::atomic<bool> started{false};
     std::atomic<bool> timed_out{false};
-    task<int> running;
-    running = pool.launch("running", [&] {
+    std::thread::id runner;
+    task<int> running = pool.launch("running", [&] {
+      runner = std::this_thread::get_id();
       started.store(true);
       // Finish only once the other thread has pushed behind this task and set its waiter
       // flag: both came while it ran, so both made the heavy barrier.
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      detail::task_base* self = running.base();
+      detail::task_base* self = detail::current_task();
       while (self->subsequents.is_empty() || !self->has_flag(detail::has_waiter)) {
         if (std::chrono::steady_clock::now() > deadline) {
           timed_out.store(true);
@@ -458,6 +461,7 @@ TEST_CASE("wait: a launch behind and a blocked waiter that come while a taken-ba
     });
     CHECK(running.get_result() == 5);
     other.join();
+    CHECK(runner == std::this_thread::get_id());  // taken back and run by its waiter
     CHECK_FALSE(timed_out.load());
     CHECK(waited);
     release_worker.store(true);
