@@ -38,9 +38,9 @@ struct std_atomics {
 
   // fence_seq_cst is the one full fence magpie uses: the Dekker barrier between
   // publishing work and checking for sleepers (event_count), and the fallback of the
-  // asymmetric barriers below. Under
-  // ThreadSanitizer, which neither models fences nor lets GCC compile them with -Werror,
-  // it is a seq_cst read-modify-write on a shared word instead.
+  // asymmetric barriers below. Under ThreadSanitizer, which neither models fences nor lets
+  // GCC compile them with -Werror, it is a seq_cst read-modify-write on a shared word
+  // instead.
   static void fence_seq_cst() noexcept {
 #if defined(__SANITIZE_THREAD__)
     static std::atomic<std::uint32_t> tsan_fence_word{0};
