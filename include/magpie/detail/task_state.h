@@ -194,8 +194,8 @@ class task_state {
   // nobody else writes the word now, so a plain store completes it (the caller completes
   // the task).
   void release_unshared_part() noexcept {
-    // release: pairs with has_begun's acquire (nothing else reads it for synchronisation:
-    // completion is published by the subsequent list's close)
+    // release: pairs with has_finished's (and has_begun's) load: a task finished open is
+    // complete by this store, so whoever sees it sees the body's result
     num_locks_.store(execution_flag, std::memory_order_release);
   }
 
