@@ -24,17 +24,19 @@ constexpr std::uint32_t count_of(std::uint32_t word) noexcept { return word & ~s
 }  // namespace
 
 pipe::~pipe() {
-  // acquire: pairs with task_finished's decrement, so the tasks' effects are visible
-  std::uint32_t unfinished = count_of(unfinished_.load(std::memory_order_acquire));
-  if (unfinished != 0) {
+  // Only tasks not yet completed are misuse: a completed one's completer may still be on
+  // its way out of the pipe, and is waited for quietly.
+  std::uint32_t uncompleted = uncompleted_.load(std::memory_order_acquire);  // acquire: pairs with task_completing's decrement
+  if (uncompleted != 0) {
     report(diagnostic_kind::misuse, std::string("pipe '") + name_ + "' destroyed with " +
-                                        std::to_string(unfinished) + " unfinished tasks; waiting for them");
-    wait_until_empty();
+                                        std::to_string(uncompleted) + " unfinished tasks; waiting for them");
   }
+  // acquire: pairs with task_finished's decrement, so no completer touches the pipe after
+  if (count_of(unfinished_.load(std::memory_order_acquire)) != 0) wait_until_empty();
 }
 
 bool pipe::has_work() const noexcept {
-  return count_of(unfinished_.load(std::memory_order_acquire)) != 0;  // acquire: pairs with task_finished's decrement
+  return uncompleted_.load(std::memory_order_acquire) != 0;  // acquire: pairs with task_completing's decrement
 }
 
 bool pipe::is_in_context() const noexcept { return detail::current_pipe() == this; }
@@ -84,7 +86,13 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
 namespace detail {
 
 void pipe_access::task_added(magpie::pipe& p) noexcept {
-  p.unfinished_.fetch_add(1, std::memory_order_relaxed);  // relaxed: the launcher itself is not waiting
+  p.uncompleted_.fetch_add(1, std::memory_order_relaxed);  // relaxed: the launcher itself is not waiting
+  p.unfinished_.fetch_add(1, std::memory_order_relaxed);   // relaxed: as above
+}
+
+void pipe_access::task_completing(magpie::pipe& p) noexcept {
+  // release: a thread that reads the drop (has_work, ~pipe) sees the task's effects
+  p.uncompleted_.fetch_sub(1, std::memory_order_release);
 }
 
 void pipe_access::task_finished(magpie::pipe& p, task_base* task) noexcept {

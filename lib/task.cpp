@@ -732,6 +732,7 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
 
 void ready_loop::finish(task_base* task) noexcept {
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
+  if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
   task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
                                                              : task->subsequents.close();

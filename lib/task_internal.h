@@ -166,6 +166,9 @@ bool retract(task_base* task, unsigned depth, task_base* const* through = nullpt
 struct pipe_access {
   static std::atomic<task_base*>& last(magpie::pipe& p) noexcept { return p.last_; }
   static void task_added(magpie::pipe& p) noexcept;
+  // task_completing: just before a piped task completes; task_finished: after, the last
+  // touch of the pipe by its completer.
+  static void task_completing(magpie::pipe& p) noexcept;
   static void task_finished(magpie::pipe& p, task_base* task) noexcept;
 };
 

@@ -139,6 +139,29 @@ TEST_CASE("pipe: destroying a pipe with unfinished tasks is reported, then waits
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
 }
 
+TEST_CASE("pipe: once its tasks are seen complete the pipe has no work, while their completer is still busy") {
+  // The completer of `piped` readies `follower` inline, between completing `piped` and
+  // leaving the pipe; the follower holds it there while this thread looks.
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  std::atomic<bool> started{false};
+  std::atomic<bool> looked{false};
+  {
+    magpie::pipe line("line", pool);
+    task<> piped = line.launch("piped", [&] { started.store(true); });
+    task<> follower = pool.launch("follower", [&] {
+      while (!looked.load()) std::this_thread::yield();
+    }, prerequisites(piped), run_inline);
+    while (!started.load()) std::this_thread::yield();  // on the worker: not ours to take back
+    piped.wait();
+    CHECK_FALSE(line.has_work());
+    looked.store(true);
+    follower.wait();
+  }  // destroyed at once: nothing unfinished to report, the completer is waited for quietly
+  CHECK(recorder.count() == 0);
+}
+
 TEST_CASE("pipe: a pipe outliving its scheduler can be waited on; its tasks complete as never run") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;

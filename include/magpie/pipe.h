@@ -75,9 +75,13 @@ class pipe {
   scheduler* owner_;
   std::uint8_t owner_slot_;  // the scheduler's slot: says whether it is gone (waiting reads it)
   std::atomic<detail::task_base*> last_{nullptr};  // holds a reference while set
-  // The low 31 bits count unfinished tasks; the high bit says a thread sleeps on the word
-  // (a futex) until it reaches zero, so the last task knows from its own decrement whether
-  // to wake it — and touches nothing of the pipe after that.
+  // Counts tasks launched here that have not completed: each drops it just before it
+  // completes, so a thread that has seen every task complete reads zero (has_work, ~pipe).
+  std::atomic<std::uint32_t> uncompleted_{0};
+  // The low 31 bits count tasks whose completer may still touch the pipe: each drops it
+  // last, after it completed. The high bit says a thread sleeps on the word (a futex) until
+  // it reaches zero, so the last task knows from its own decrement whether to wake it — and
+  // touches nothing of the pipe after that.
   std::atomic<std::uint32_t> unfinished_{0};
 };
 
