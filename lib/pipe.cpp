@@ -50,14 +50,20 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
       if (word != 0) unfinished_.compare_exchange_strong(word, 0, std::memory_order_relaxed);  // relaxed: only the bit changes
       return true;
     }
-    // Looked up each time: the scheduler may be destroyed meanwhile. While a piped task
-    // lives its slot is not reused (it is retired), and then its tasks complete on the
+    // Looked up each time, pinned: the scheduler may be destroyed meanwhile. While a piped
+    // task lives its slot is not reused (it is retired), and then its tasks complete on the
     // thread that readies them, which wakes us: there is nothing to help with.
-    scheduler::impl* pool = scheduler_slot::at(owner_slot_);
-    const bool owner_gone = scheduler_slot::is_retired(pool);
-    if (!owner_gone && pool->workers.empty() && pool->facade.try_run_one()) {  // nobody else runs the tasks
-      nap.helped();
-      continue;
+    bool napping = false;  // see the block below
+    {
+      scheduler_pin pin(owner_slot_);  // never held while blocked
+      if (scheduler::impl* pool = pin.get(); pool != nullptr && pool->workers.empty()) {
+        // Nobody else runs the tasks. Not from inside a body: see detail::help (task_wait.cpp).
+        if (detail::innermost_running == nullptr && pool->facade.try_run_one()) {
+          nap.helped();
+          continue;
+        }
+        napping = true;
+      }
     }
     auto now = std::chrono::steady_clock::now();
     if (deadline != nullptr && now >= *deadline) return false;
@@ -71,7 +77,6 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     // Without workers the block is a nap, and the loop helps after it: a piped task's
     // prerequisite may be made ready by another thread that then goes away
     // (detail::no_worker_nap).
-    const bool napping = !owner_gone && pool->workers.empty();
     if (deadline == nullptr && !napping) {
       detail::std_atomics::wait(unfinished_, word | sleeper_bit);
       continue;

@@ -7,9 +7,12 @@
 
 #include <magpie/diagnostics.h>
 
+#include <array>
 #include <bit>
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace magpie {
@@ -42,7 +45,7 @@ unsigned default_worker_count() noexcept {
 }
 
 std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
-constinit scheduler_slot::marker scheduler_slot::markers[2] = {};
+constinit scheduler_slot::marker scheduler_slot::markers[3] = {};
 
 namespace {
 // Where the next slot search starts: round the table, so that a slot just freed is the last
@@ -85,6 +88,103 @@ scheduler_slot::scheduler_slot(scheduler::impl* owner) {
   throw std::length_error(
       "magpie: 256 schedulers are alive at once (counting destroyed ones whose tasks are still alive), the most "
       "there can be");
+}
+
+namespace {
+
+// pin_record is one thread's pin counts, one per slot (scheduler_pin). Records are never
+// freed: a thread that exits hands its record to the next thread that pins, so close walks
+// the list without a lock while threads come and go.
+struct pin_record {
+  std::array<std::atomic<std::uint16_t>, 256> depth{};
+  std::atomic<bool> in_use{true};
+  pin_record* next = nullptr;  // written before the record is published
+};
+std::atomic<pin_record*> pin_records{nullptr};
+constinit thread_local pin_record* own_pin_record = nullptr;
+constinit thread_local bool pin_record_returned = false;
+
+// pin_record_return hands this thread's record back when the thread exits. A pin taken
+// after that (by another thread_local's destructor) takes a record it keeps.
+struct pin_record_return {
+  pin_record_return() = default;
+  pin_record_return(const pin_record_return&) = delete;
+  pin_record_return& operator=(const pin_record_return&) = delete;
+  ~pin_record_return() {
+    own_pin_record->in_use.store(false, std::memory_order_release);  // release: pairs with the next taker's CAS
+    own_pin_record = nullptr;
+    pin_record_returned = true;
+  }
+};
+
+[[gnu::noinline]] pin_record* take_pin_record() {
+  pin_record* taken = nullptr;
+  for (pin_record* each = pin_records.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with the push below
+    bool in_use = false;
+    // acquire: sees the previous user's last unpin (all its counts are zero)
+    if (each->in_use.compare_exchange_strong(in_use, true, std::memory_order_acquire, std::memory_order_relaxed)) {  // relaxed: we look on
+      taken = each;
+      break;
+    }
+  }
+  if (taken == nullptr) {
+    taken = new pin_record;
+    taken->next = pin_records.load(std::memory_order_relaxed);  // relaxed: the CAS below decides
+    // release: publishes the record (and its zeroed counts) to close's walk
+    while (!pin_records.compare_exchange_weak(taken->next, taken, std::memory_order_release, std::memory_order_relaxed)) {  // relaxed: we retry
+    }
+  }
+  own_pin_record = taken;
+  if (!pin_record_returned) {
+    thread_local pin_record_return returner;  // constructed once: returns the record at thread exit
+    (void)returner;
+  }
+  return taken;
+}
+
+}  // namespace
+
+scheduler_pin::scheduler_pin(std::uint8_t index) noexcept {
+  scheduler::impl* seen = scheduler_slot::at(index);
+  if (this_thread_context().owner == seen) {
+    // Its own worker or attached thread, or inside its work under an outer pin: the
+    // scheduler outlives this without a pin (a closing slot names no scheduler: pinned below).
+    owner_ = seen;
+    return;
+  }
+  pin_record* record = own_pin_record != nullptr ? own_pin_record : take_pin_record();
+  std::atomic<std::uint16_t>& depth = record->depth[index];
+  // relaxed: only this thread writes its counts; the barrier below orders the store before
+  // the look at the slot, against close's store and heavy barrier
+  depth.store(static_cast<std::uint16_t>(depth.load(std::memory_order_relaxed) + 1), std::memory_order_relaxed);
+  detail::std_atomics::light_barrier();
+  seen = scheduler_slot::at(index);
+  depth_ = &depth;
+  if (scheduler_slot::is_retired(seen)) {
+    unpin();
+    depth_ = nullptr;
+    return;
+  }
+  owner_ = seen;
+}
+
+void scheduler_pin::unpin() noexcept {
+  // relaxed load: only this thread writes its counts. release store: pairs with close's
+  // acquire look, ordering everything this thread did to the scheduler before its destruction
+  depth_->store(static_cast<std::uint16_t>(depth_->load(std::memory_order_relaxed) - 1), std::memory_order_release);
+}
+
+void scheduler_slot::close() noexcept {
+  // seq_cst, and the heavy barrier: a pinner's look after its light barrier sees this, or
+  // this walk sees its count (and the record it may just have published)
+  living[index_].store(closing(), std::memory_order_seq_cst);
+  detail::std_atomics::heavy_barrier();
+  for (pin_record* each = pin_records.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with take_pin_record's push
+    // acquire: pairs with the unpin's release
+    while (each->depth[index_].load(std::memory_order_acquire) != 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
 }
 
 scheduler_slot::~scheduler_slot() {
@@ -355,9 +455,16 @@ void scheduler::impl::enter_blocking(standby_pool& pool) {
       report(diagnostic_kind::limit_reached,
              std::string("scheduler: standby cap reached: ") + std::to_string(blocked) + " " +
                  (pool.kind == worker_kind::foreground ? "foreground" : "background") +
-                 " workers blocked, at most " + std::to_string(pool.cap) + " standby workers",
+                 " workers blocked, at most " + std::to_string(pool.cap) +
+                 " standby workers; past it the pool keeps one thread running",
              severity::warning);
     }
+    // Past the cap the pool narrows, but never to nothing: when every thread of the kind is
+    // blocked, one more runs, so ready work is never stranded behind blocked waiters
+    // (docs/scheduler.md, "Waiting inside a task"). Standby r runs while more than r are blocked.
+    unsigned pool_size = pool.kind == worker_kind::foreground ? foreground_count
+                                                              : static_cast<unsigned>(workers.size()) - foreground_count;
+    if (pool.created.load(std::memory_order_relaxed) + pool_size <= blocked) start_standby(pool);  // relaxed: under the lock
   }
   pool.wake.notify_all();
 }
@@ -396,23 +503,11 @@ void scheduler::impl::shutdown() {
   }
   std::call_once(shut_down, [this] {
     accepting.store(false, std::memory_order_release);  // release: pairs with accepts_from_this_thread
-    // Run what is queued on this thread too (the only way with zero workers), then wait
-    // until every worker is parked with nothing left anywhere.
-    for (;;) {
-      while (work_item* item = find_work_as_helper()) execute(item, nullptr);
-      auto key = parking_news.prepare_wait();
-      if (quiescent()) {
-        parking_news.cancel_wait();
-        break;
-      }
-      bool queued = false;
-      for (const counted_queue& queue : injection) queued = queued || !queue.looks_empty();
-      if (queued) {
-        parking_news.cancel_wait();
-        continue;
-      }
-      parking_news.commit_wait(key);
-    }
+    drain_until_quiescent();
+    // Threads outside the pool may still run its work (a waiter retracting a task): the
+    // slot closes to them, and their work in progress is waited for and drained.
+    slot.close();
+    drain_until_quiescent();
     stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
     foreground_wake.notify_all();
     background_wake.notify_all();
@@ -424,6 +519,26 @@ void scheduler::impl::shutdown() {
     }
     discard_stranded_named_work();
   });
+}
+
+void scheduler::impl::drain_until_quiescent() {
+  // Run what is queued on this thread too (the only way with zero workers), then wait
+  // until every worker is parked with nothing left anywhere.
+  for (;;) {
+    while (work_item* item = find_work_as_helper()) execute(item, nullptr);
+    auto key = parking_news.prepare_wait();
+    if (quiescent()) {
+      parking_news.cancel_wait();
+      break;
+    }
+    bool queued = false;
+    for (const counted_queue& queue : injection) queued = queued || !queue.looks_empty();
+    if (queued) {
+      parking_news.cancel_wait();
+      continue;
+    }
+    parking_news.commit_wait(key);
+  }
 }
 
 // --- the facade ---------------------------------------------------------------------

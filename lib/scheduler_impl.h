@@ -120,8 +120,11 @@ class scheduler_slot {
     // over); retirement is ordered for a task's holder by what ended the scheduler's life
     return living[index].load(std::memory_order_relaxed);
   }
-  // is_retired: the slot's scheduler is gone (a slot being claimed counts: see claim).
-  static bool is_retired(const scheduler::impl* owner) noexcept { return owner == retired() || owner == claiming(); }
+  // is_retired: the slot's scheduler is gone, or going (closing), or the slot is being
+  // claimed (see claim).
+  static bool is_retired(const scheduler::impl* owner) noexcept {
+    return owner == retired() || owner == claiming() || owner == closing();
+  }
   static bool is_retired(std::uint8_t index) noexcept { return is_retired(at(index)); }
 
   // retired marks a slot whose scheduler is gone while tasks naming it live on. Never
@@ -129,17 +132,50 @@ class scheduler_slot {
   // it is safe.
   static scheduler::impl* retired() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[0]); }
 
+  // close marks the slot's scheduler as going (shutdown, once every worker is parked with
+  // nothing queued): threads outside its pool no longer start its work, and its tasks made
+  // ready from here on complete as never run. Then it waits until no thread is pinned to it
+  // (scheduler_pin): nothing outside its pool can still reach its queues after that.
+  void close() noexcept;
+
  private:
   // claiming marks a retired slot while one claimant reads its census (see claim).
   static scheduler::impl* claiming() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[1]); }
+  // closing marks a slot whose scheduler is shutting down (close); claim skips it.
+  static scheduler::impl* closing() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[2]); }
   static bool claim(std::size_t index, scheduler::impl* owner) noexcept;
 
   static std::array<std::atomic<scheduler::impl*>, 256> living;
   struct alignas(alignof(std::max_align_t)) marker {
     char unused;
   };
-  static constinit marker markers[2];  // retired, claiming: addresses no scheduler has
+  static constinit marker markers[3];  // retired, claiming, closing: addresses no scheduler has
   std::uint8_t index_ = 0;
+};
+
+// scheduler_pin keeps the scheduler in slot `index` from being destroyed while a thread
+// outside its pool (neither its worker nor attached to it) runs its work or helps it: a
+// waiter retracting one of its tasks, say. get() is the scheduler, or nullptr once it is
+// going (close): then the thread must leave its work alone. A pin costs such a thread two
+// stores and a load (the light half of an asymmetric barrier, whose heavy half close
+// makes); a thread of the scheduler's own pins nothing. Never block while pinned: the
+// scheduler's destructor waits for the pin to go.
+class scheduler_pin {
+ public:
+  explicit scheduler_pin(std::uint8_t index) noexcept;
+  ~scheduler_pin() {
+    if (depth_ != nullptr) unpin();
+  }
+  scheduler_pin(const scheduler_pin&) = delete;
+  scheduler_pin& operator=(const scheduler_pin&) = delete;
+
+  scheduler::impl* get() const noexcept { return owner_; }
+
+ private:
+  void unpin() noexcept;
+
+  scheduler::impl* owner_ = nullptr;
+  std::atomic<std::uint16_t>* depth_ = nullptr;  // this thread's pin count for the slot, if it pinned
 };
 
 struct scheduler::impl {
@@ -162,6 +198,7 @@ struct scheduler::impl {
   void leave_blocking(standby_pool& pool);
   void start_standby(standby_pool& pool);
   bool quiescent() const;
+  void drain_until_quiescent();
   void park_state_change(std::int64_t parked_delta);
   bool accepts_from_this_thread() const;
   // own_deque is the deque the calling thread pushes its normal work to: a worker's own, or

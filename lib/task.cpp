@@ -43,6 +43,14 @@ void destroy(task_base* task) noexcept {
   }
   // A task's own group goes with its block; an event's groups and when_any's are alone.
   if (task_extras* extras = task->extras) {
+    for (edge_group* group = extras->nested; group != nullptr;) {  // each held its nested task
+      edge_group* next = group->next;
+      release(group->edges()->prerequisite);
+      edge_group::destroy_alone(group);
+      group = next;
+    }
+    // relaxed: the last owner's acquire of the reference count ordered every earlier write
+    if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) release(predecessor);
     for (edge_group* list : {extras->prerequisites, extras->owned}) {
       while (list != nullptr) {
         edge_group* next = list->next;
@@ -359,6 +367,7 @@ void drop_prerequisite_references(task_base* task) noexcept {
 void launch_task(task_base* task, magpie::pipe* into) noexcept {
   if (into != nullptr) {
     task->ensure_extras().pipe = into;
+    task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
     task->state.add_locks(1);  // the pipe's lock
     pipe_access::task_added(*into);
   }
@@ -391,7 +400,7 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 void run_body(task_base* task, bool takes_prerequisites) noexcept {
   if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
-  running_frame mine{task, innermost_running};
+  running_frame mine{task, innermost_running, innermost_running != nullptr ? innermost_running->depth + 1 : 1};
   innermost_running = &mine;
   scheduler::impl* owner = owner_of(task);
   if (context.owner == owner) {
@@ -427,6 +436,8 @@ bool finish_body(task_base* task) noexcept {
     task->state.release_unshared_part();
     return true;
   }
+  // Before the body's part goes: a waiter that sees the flag may walk the nested list.
+  task->flags.fetch_or(body_returned, std::memory_order_release);  // release: pairs with retract's has_flag
   return task->state.release_part();
 }
 
@@ -529,9 +540,16 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   edge.subsequent = task;
   edge.prerequisite = previous;
   edge.kind = edge_kind::pipe;
-  bool queued = push_subsequent(previous, &edge);
-  release(previous);
-  if (!queued) lock_released(task, task->state.release_lock());  // the previous one already completed
+  // The slot's reference goes with the link, for a waiter that retracts this task: it runs
+  // the previous one first (lib/task_wait.cpp). Stored before the push: once linked, the
+  // task may run, complete and drop it.
+  std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;
+  predecessor.store(previous, std::memory_order_release);  // release: pairs with the retracting waiter's exchange
+  if (push_subsequent(previous, &edge)) return;
+  // The previous one already completed: take the reference back (unless a waiter holds it
+  // just now: then the task's completion or destruction drops it).
+  if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) release(back);  // acquire: pairs with a waiter's putting it back
+  lock_released(task, task->state.release_lock());
 }
 
 void ready_loop::ready(task_base* task) noexcept {
@@ -574,6 +592,25 @@ void ready_loop::ready(task_base* task) noexcept {
 }
 
 namespace {
+// settle_extras readies what a task's extras hold for its completion: a nested task's
+// exception becomes the parent's, unless its own body threw (every nested task has
+// completed: the last part's release ordered their writes before this); the reference to a
+// pipe predecessor goes, unless a retracting waiter holds it (then destroy drops it).
+void settle_extras(task_base* task) noexcept {
+  task_extras& extras = *task->extras;
+  for (edge_group* group = extras.nested; group != nullptr && !task->has_flag(has_exception); group = group->next) {
+    task_base* nested = group->edges()->prerequisite;
+    if (!nested->has_flag(has_exception)) continue;
+    nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
+    extras.exception = nested->extras->exception;
+    task->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion (the close)
+  }
+  if (task->has_flag(piped)) {
+    // acquire: pairs with join_pipe's store or a waiter's putting it back
+    if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) release(predecessor);
+  }
+}
+
 // nobody_can_add_subsequents says that no thread can push to `task`'s subsequent list any
 // more, so its completer may close it without a locked exchange. Every push goes through a
 // handle (a launch's prerequisites, add_nested, when_any) or, for a piped task, the pipe's
@@ -732,6 +769,7 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
 
 void ready_loop::finish(task_base* task) noexcept {
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
+  if (task->extras != nullptr) settle_extras(task);
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
   task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
@@ -739,16 +777,7 @@ void ready_loop::finish(task_base* task) noexcept {
   bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
   release_edges(newest_first);
 
-  if (task->extras != nullptr) {
-    for (edge_group* group = task->extras->nested; group != nullptr;) {  // every nested task has completed
-      edge_group* next = group->next;
-      release(group->edges()->prerequisite);
-      edge_group::destroy_alone(group);
-      group = next;
-    }
-    task->extras->nested = nullptr;
-    if (task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
-  }
+  if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
   if (wake_waiters) waiters_of(task).notify_all();
 }
 

@@ -146,6 +146,7 @@ bool depends_on(const task_base* later, const task_base* earlier) noexcept;
 struct running_frame {
   task_base* task;
   running_frame* outer;
+  unsigned depth;  // how many bodies run on this thread's stack, this one included
 };
 extern constinit thread_local running_frame* innermost_running;
 

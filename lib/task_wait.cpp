@@ -17,6 +17,13 @@ namespace {
 // level runs a body on this stack).
 constexpr unsigned max_retraction_depth = 128;
 
+// max_running_depth bounds how many bodies a worker runs on its stack at once through
+// retraction (~1 KiB of magpie's frames each, plus the bodies' own): past it a worker's wait
+// blocks instead, and another thread runs the task (a standby worker, created past the cap
+// when every worker is blocked: lib/scheduler.cpp). Threads outside the pool are not
+// bounded: with no worker, retraction is the only way their work runs.
+constexpr unsigned max_running_depth = 256;
+
 // spin_checks is how many times a waiter looks at the task before it blocks: ~2 µs.
 constexpr int spin_checks = 64;
 
@@ -35,18 +42,25 @@ bool can_retract_here(const task_base* task) noexcept {
   return context.owner == owner && context.named == static_cast<int>(task->target >> 2u);
 }
 
-// help runs other work while waiting, where that is the only way forward: on the named
-// thread a task is bound to (its own queues, never re-entered), and on schedulers without
-// workers. Returns whether it ran something.
-bool help(const task_base* task) noexcept {
+// help runs other work while waiting, where that is the only way forward and makes no
+// false dependency: on the named thread a task is bound to (its own queues, never
+// re-entered), and on a scheduler without workers from a thread running no task body. A
+// body helped onto the stack above another body could wait for that one, which cannot go
+// on until it returns (docs/scheduler.md, "Waiting inside a task"). Returns whether it ran
+// something. `owner` is pinned by the caller.
+bool help(const task_base* task, scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
-  scheduler::impl* owner = owner_of(task);
-  if (scheduler_slot::is_retired(owner)) return false;  // nothing of its scheduler is left to run
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
     return owner->run_one_named_item(task->target >> 2u);
   }
-  if (owner->workers.empty()) return owner->facade.try_run_one();
+  if (owner->workers.empty() && innermost_running == nullptr) return owner->facade.try_run_one();
   return false;
+}
+
+// too_deep_to_run_here: a worker already runs max_running_depth bodies on its stack.
+bool too_deep_to_run_here() noexcept {
+  return innermost_running != nullptr && innermost_running->depth >= max_running_depth &&
+         this_thread_context().self != nullptr;
 }
 
 // took_back pops `task` off this thread's own deque if it is the newest item there.
@@ -55,11 +69,25 @@ bool took_back(task_base* task) noexcept {
   return own != nullptr && own->pop_if(task);
 }
 
+// retract_nested retracts the nested tasks of a task whose body has returned (it ran here,
+// or its flag body_returned says so): the list is settled, and its edges keep them alive.
 void retract_nested(task_base* task, unsigned depth) noexcept {
   if (task->extras == nullptr) return;
   for (edge_group* group = task->extras->nested; group != nullptr; group = group->next) {
     retract(group->edges()->prerequisite, depth + 1);
   }
+}
+
+// retract_pipe_predecessor retracts the piped task `task` waits for in its pipe, holding the
+// reference that comes with it meanwhile (task_extras::pipe_predecessor).
+void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
+  std::atomic<task_base*>& slot = task->extras->pipe_predecessor;
+  // acquire: pairs with join_pipe's release store (or another waiter's putting it back)
+  task_base* predecessor = slot.exchange(nullptr, std::memory_order_acquire);
+  if (predecessor == nullptr) return;  // not linked yet, or another waiter holds it
+  retract(predecessor, depth + 1);
+  // Back for the next waiter; if the task completed meanwhile, its destruction drops it.
+  slot.store(predecessor, std::memory_order_release);  // release: pairs with the next exchange
 }
 
 // report_waiting_inside reports a wait that can never end: for `task` inside `running`,
@@ -194,7 +222,17 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
     }
     drop_prerequisite_references(task);
   }
-  if (!can_retract_here(task)) return task->is_completed();
+  // Then what else it waits for: the task before it in its pipe; its nested tasks, once
+  // its body has returned (all that is left of it then).
+  if (task->has_flag(piped)) retract_pipe_predecessor(task, depth);
+  if (task->has_flag(body_returned)) {
+    retract_nested(task, depth);
+    return task->is_completed();
+  }
+  if (too_deep_to_run_here()) return task->is_completed();
+  // A thread outside the task's pool keeps the scheduler alive while it runs its work.
+  scheduler_pin pin(task->owner_index);
+  if (pin.get() == nullptr || !can_retract_here(task)) return task->is_completed();
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
   if (task->target == target_none && took_back(task)) return run_taken_back(task, depth, through);
@@ -226,9 +264,16 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // task: the handle no longer names it, so there is nothing left to wait for.
     if (through != nullptr && *through != task) return true;
     if (task->is_completed()) return true;
-    if (help(task)) {
-      nap.helped();
-      continue;
+    bool napping = false;  // see the block below
+    {
+      scheduler_pin pin(task->owner_index);  // never held while blocked
+      if (scheduler::impl* owner = pin.get()) {
+        if (help(task, owner)) {
+          nap.helped();
+          continue;
+        }
+        napping = owner->workers.empty();
+      }
     }
     for (int i = 0; i < spin_checks; ++i) {
       if (task->is_completed()) return true;
@@ -242,15 +287,13 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     event_count<>& events = waiters_of(task);
     auto key = events.prepare_wait();
     bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
-    if (completed || (task->state.is_ready() && can_retract_here(task))) {
+    if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
       events.cancel_wait();
       continue;
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
-    scheduler::impl* owner = owner_of(task);
-    bool napping = !scheduler_slot::is_retired(owner) && owner->workers.empty();
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
       continue;
@@ -292,6 +335,10 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
 }
 
 void rethrow_if_failed(task_base* task) {
+  if (!task->is_completed()) {
+    throw task_wait_failed(std::string("magpie: get_result on task '") + task->name +
+                           "', which cannot complete while the calling thread's task runs");
+  }
   if (!task->has_flag(has_exception)) return;
   task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
   std::rethrow_exception(task->extras->exception);

@@ -7,16 +7,29 @@ namespace magpie::detail {
 
 namespace {
 
-task_base* new_event(const char* name) {
+// scheduler_of_inputs is the scheduler of the first input whose scheduler lives: a thread
+// waiting for the event stands in for that scheduler's threads when it has none (it helps
+// there), not for the default scheduler's.
+scheduler& scheduler_of_inputs(const prerequisite_buffer& inputs) noexcept {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (task_base* input = inputs.data()[i]) {
+      scheduler::impl* owner = owner_of(input);
+      if (!scheduler_slot::is_retired(owner)) return owner->facade;
+    }
+  }
+  return scheduler_for_free_functions();
+}
+
+task_base* new_event(const char* name, const prerequisite_buffer& inputs) {
   event_task* event = event_task::create();
-  initialise(event, name, task_kind::event, scheduler_for_free_functions(), priority::normal, target_none);
+  initialise(event, name, task_kind::event, scheduler_of_inputs(inputs), priority::normal, target_none);
   return event;
 }
 
 }  // namespace
 
 task<> when_all(const prerequisite_buffer& inputs) {
-  task_base* event = new_event("when_all");
+  task_base* event = new_event("when_all", inputs);
   task<> handle = task<>::adopt(event);
   if (inputs.size() != 0) {
     event->ensure_extras();  // where the event keeps its groups
@@ -27,7 +40,7 @@ task<> when_all(const prerequisite_buffer& inputs) {
 }
 
 task<> when_any(const prerequisite_buffer& inputs) {
-  task_base* event = new_event("when_any");
+  task_base* event = new_event("when_any", inputs);
   task<> handle = task<>::adopt(event);
   if (inputs.size() == 0) {
     trigger(event);
@@ -68,6 +81,12 @@ std::optional<std::size_t> wait_any(const prerequisite_buffer& inputs,
   };
   if (inputs.size() == 0) return std::nullopt;
   if (auto done = first_completed()) return done;
+  // As wait does: an input that has not started runs here (after what it waits for). Where
+  // nobody else would run it (no workers), this is how any of them completes at all.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    task_base* input = inputs.data()[i];
+    if (!is_running_here(input) && retract(input, 0) && input->is_completed()) return i;
+  }
   task<> any = when_any(inputs);
   if (!wait(any.base(), deadline)) return std::nullopt;
   return first_completed();

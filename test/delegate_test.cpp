@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,60 @@ TEST_CASE("delegate: unbind and rebinding replace the callable") {
   CHECK(value.execute() == 2);
   value.unbind();
   CHECK_FALSE(value.is_bound());
+}
+
+TEST_CASE("delegate: a callee may rebind, unbind, reassign or destroy its own delegate while it runs") {
+  // Each callee reads its by-value captures after replacing itself: they must still be alive
+  // (ASan reported a heap-use-after-free here). The string is too long for small-string
+  // storage, so its characters live on the heap too.
+  const std::string words = "captured by value, long enough to live on the heap";
+
+  delegate<std::size_t()> rebinding;
+  rebinding.bind([&rebinding, words] {
+    rebinding.bind([] { return std::size_t{1}; });
+    return words.size();
+  });
+  CHECK(rebinding.execute() == words.size());
+  CHECK(rebinding.execute() == 1);  // the new callable from the next call on
+
+  delegate<std::size_t()> unbinding;
+  unbinding.bind([&unbinding, words] {
+    unbinding.unbind();
+    return words.size();
+  });
+  CHECK(unbinding.execute_if_bound() == std::optional<std::size_t>(words.size()));
+  CHECK_FALSE(unbinding.is_bound());
+
+  delegate<std::size_t()> replacement;
+  replacement.bind([] { return std::size_t{2}; });
+  delegate<std::size_t()> assigned;
+  assigned.bind([&assigned, &replacement, words] {
+    assigned = replacement;
+    std::size_t copied_size = words.size();
+    assigned = delegate<std::size_t()>();
+    return copied_size + words.size();
+  });
+  CHECK(assigned.execute() == 2 * words.size());
+  CHECK_FALSE(assigned.is_bound());
+  assigned = std::move(replacement);
+  CHECK(assigned.execute() == 2);
+
+  // Rebound and then called again from inside: the inner call runs the new callable.
+  delegate<std::size_t(int)> nested;
+  nested.bind([&nested, words](int depth) {
+    if (depth > 0) return std::size_t{100};
+    nested.bind([](int) { return std::size_t{3}; });
+    return nested.execute(depth + 1) + words.size();
+  });
+  CHECK(nested.execute(0) == 3 + words.size());
+
+  auto owned = std::make_unique<delegate<std::size_t()>>();
+  owned->bind([&owned, words] {
+    owned.reset();
+    return words.size();
+  });
+  CHECK(owned->execute() == words.size());
+  CHECK(owned == nullptr);
 }
 
 TEST_CASE("multicast_delegate: listeners run in registration order with distinct valid handles") {
@@ -177,6 +233,41 @@ TEST_CASE("multicast_delegate: a broadcast may re-enter itself") {
   });
   event.broadcast(0);
   CHECK(depths == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("multicast_delegate: a listener that throws leaves removal and later broadcasts working") {
+  // Once the throw left the broadcast depth raised: removed listeners were never freed again.
+  multicast_delegate<void()> event;
+  bool thrown = false;
+  int later_calls = 0;
+  delegate_handle removed_while_throwing;
+  event.add([&] {
+    if (thrown) return;
+    thrown = true;
+    event.remove(removed_while_throwing);
+    throw std::runtime_error("listener failed");
+  });
+  removed_while_throwing = event.add([] {});
+  event.add([&] { ++later_calls; });
+  REQUIRE(event.slot_count() == 3);
+  CHECK_THROWS_AS(event.broadcast(), std::runtime_error);  // the caller sees the exception
+  CHECK(later_calls == 0);                                 // it ended that broadcast
+  CHECK(event.slot_count() == 2);  // the listener removed during it is freed on the way out
+
+  for (int pair = 0; pair < 1000; ++pair) CHECK(event.remove(event.add([] {})));
+  CHECK(event.slot_count() == 2);
+
+  event.broadcast();
+  CHECK(later_calls == 1);
+  std::vector<int> depths;  // re-entry still defers and then frees removals
+  delegate_handle reentrant = event.add([&] {
+    depths.push_back(static_cast<int>(depths.size()));
+    if (depths.size() < 2) event.broadcast();
+  });
+  event.broadcast();
+  CHECK(depths == std::vector<int>{0, 1});
+  CHECK(event.remove(reentrant));
+  CHECK(event.slot_count() == 2);
 }
 
 }  // TEST_SUITE("delegate")

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -156,5 +157,81 @@ TEST_CASE("nested stress: 10,000 parents each with nested children on 2 and 8 wo
       for (int i = 0; i < 10'000; ++i) expected += i % 3;
       CHECK(children.load() == expected);
     }
+  }
+}
+
+TEST_CASE("nested: a waiter reaches a nested task stranded on the deque of the worker it blocks") {
+  // The parent's body has returned; all that is left of it is its nested task, on the deque
+  // of the only worker, which then blocks waiting for the parent (a high-priority waiter
+  // comes first). Retraction must follow the nested edge after the body returned. Before,
+  // every waiter blocked and nothing ran the child: a hang (the watchdog names it).
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));  // one worker, one background worker, the default cap
+  std::atomic<bool> parent_started{false};
+  std::atomic<bool> waiters_launched{false};
+  std::atomic<bool> child_ran{false};
+  task<> parent = pool.launch("parent", [&] {
+    add_nested(magpie::launch("nested child", [&] { child_ran.store(true); }));  // onto this worker's deque
+    parent_started.store(true);
+    while (!waiters_launched.load()) std::this_thread::yield();
+  });
+  while (!parent_started.load()) std::this_thread::yield();
+  std::vector<task<>> waiters;
+  for (int i = 0; i < 3; ++i) waiters.push_back(pool.launch("waiter", [parent] { parent.wait(); }, priority::high));
+  waiters_launched.store(true);
+  CHECK(wait_all(waiters, std::chrono::seconds(30)));
+  CHECK(child_ran.load());
+  CHECK(parent.is_completed());
+}
+
+TEST_CASE("nested: waiting for a parent whose body returned runs its nested tasks here, with no workers") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::thread::id ran_on;
+  task<> parent = pool.launch("parent", [&] {
+    add_nested(magpie::launch("child", [&] { ran_on = std::this_thread::get_id(); }));
+  });
+  // Run the parent's body only (the child stays queued), by helping once.
+  REQUIRE(pool.try_run_one());
+  REQUIRE_FALSE(parent.is_completed());
+  std::thread([&] { parent.wait(); }).join();  // another thread, which retracts the child
+  CHECK(parent.is_completed());
+  CHECK(ran_on != std::this_thread::get_id());
+}
+
+TEST_CASE("nested: a nested task's exception becomes the parent's, unless the body threw its own") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    test::diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    task<int> parent = pool.launch("parent", [] {
+      add_nested(magpie::launch("ok child", [] {}));
+      add_nested(magpie::launch("failing child", [] { throw std::runtime_error("child failed"); }));
+      return 5;
+    });
+    parent.wait();
+    CHECK(parent.has_exception());
+    CHECK_THROWS_WITH_AS(parent.get_result(), "child failed", std::runtime_error);
+
+    task<> own = pool.launch("throws itself", [] {
+      add_nested(magpie::launch("failing child", [] { throw std::logic_error("child"); }));
+      throw std::runtime_error("parent");
+    });
+    CHECK_THROWS_WITH_AS(own.get_result(), "parent", std::runtime_error);
+
+    task<> clean = pool.launch("clean", [] { add_nested(magpie::launch("fine", [] {})); });
+    CHECK_NOTHROW(clean.get_result());
+    parent = task<int>();
+    own = task<>();
+    clean = task<>();
+    pool.shutdown();
+    // The child's exception was handed on, so it is not also reported as unobserved; the
+    // parent whose own exception won leaves its child's unobserved: reported once.
+    std::size_t unobserved = 0;
+    for (const auto& each : recorder.reports()) {
+      if (each.kind == diagnostic_kind::unhandled_exception) ++unobserved;
+    }
+    CHECK(unobserved == 1);
   }
 }

@@ -6,8 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -64,6 +66,57 @@ TEST_CASE("parallel_for: options — single thread, minimum batch, unbalanced, b
     std::vector<std::atomic<int>> hits(5000);
     parallel_for(hits.size(), [&](std::size_t i) { hits[i].fetch_add(1); }, options);
     for (auto& each : hits) CHECK(each.load() == 1);
+  }
+  pool.detach();
+}
+
+TEST_CASE("parallel_for: batch sizes near SIZE_MAX still run every iteration") {
+  // Once ran nothing: rounding the batch count up as (count + batch - 1) / batch wrapped.
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  pool.attach(named_thread::game);
+  constexpr std::size_t huge = std::numeric_limits<std::size_t>::max();
+  for (std::size_t min_batch : {huge, huge - 1, huge / 2 + 1, huge / 2}) {
+    CAPTURE(min_batch);
+    for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{1000}}) {
+      CAPTURE(count);
+      std::vector<std::atomic<int>> hits(count);
+      parallel_for(count, [&](std::size_t i) { hits[i].fetch_add(1); }, {.min_batch_size = min_batch});
+      for (auto& each : hits) CHECK(each.load() == 1);
+      long sum = parallel_reduce(count, 0L, [](std::size_t i) { return static_cast<long>(i); },
+                                 [](long a, long b) { return a + b; }, {.min_batch_size = min_batch});
+      CHECK(sum == static_cast<long>(count * (count - 1) / 2));
+    }
+  }
+  pool.detach();
+}
+
+TEST_CASE("parallel_for: plans for ranges near SIZE_MAX cover them in a bounded number of batches") {
+  // Only the plans: running this many iterations would never finish.
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  pool.attach(named_thread::game);
+  constexpr std::size_t huge = std::numeric_limits<std::size_t>::max();
+  // Sixteen batches per thread at most (unbalanced), the caller counting as a thread.
+  std::size_t most_batches = 16 * (std::size_t{std::max(pool.worker_count(), pool.background_worker_count())} + 1);
+  for (std::size_t count : {huge, huge - 1, huge / 2 + 1, huge / 2}) {
+    CAPTURE(count);
+    for (parallel_for_options options :
+         {parallel_for_options{}, parallel_for_options{.unbalanced = true}, parallel_for_options{.background_priority = true},
+          parallel_for_options{.min_batch_size = 3}, parallel_for_options{.min_batch_size = huge / 2 + 1},
+          parallel_for_options{.min_batch_size = huge}, parallel_for_options{.force_single_thread = true}}) {
+      CAPTURE(options.min_batch_size);
+      detail::loop_plan plan = detail::plan_loop(count, options);
+      CAPTURE(plan.batch);
+      CAPTURE(plan.batches);
+      REQUIRE(plan.batches >= 1);
+      REQUIRE(plan.batches <= most_batches);
+      CHECK(plan.batch >= options.min_batch_size);
+      std::size_t last_begin = (plan.batches - 1) * plan.batch;  // bounded above, so this does not wrap
+      CHECK(last_begin / plan.batch == plan.batches - 1);
+      CHECK(last_begin < count);
+      CHECK(count - last_begin <= plan.batch);
+    }
   }
   pool.detach();
 }

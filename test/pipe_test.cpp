@@ -218,3 +218,45 @@ TEST_CASE("pipe stress: many producers into many pipes" * doctest::test_suite("s
     }
   }
 }
+
+TEST_CASE("pipe: waiting inside a task for a piped task runs the one before it in its pipe first") {
+  SUBCASE("no workers: the waiting body's thread is the only one, and must run both") {
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    magpie::pipe serial("serial", pool);
+    std::vector<int> order;
+    task<> first = serial.launch("first", [&] { order.push_back(1); });
+    task<> second = serial.launch("second", [&] { order.push_back(2); });
+    task<> waiter = pool.launch("waiter", [&] {
+      second.wait();
+      order.push_back(3);
+    });
+    waiter.wait();  // runs the waiter here; inside it, only retraction can reach `first`
+    CHECK(order == std::vector<int>{1, 2, 3});
+    serial.wait_until_empty();
+  }
+  SUBCASE("one worker, busy while the waiters are queued ahead of the pipe's tasks") {
+    // Before, the worker and its one standby blocked in two waiters, the main thread in the
+    // third, and `first` stayed queued: a hang.
+    no_leaks leaks;
+    scheduler pool(test::options_with(1));  // one worker, one background worker, the default cap
+    magpie::pipe serial("serial", pool);
+    std::atomic<bool> busy_started{false};
+    std::atomic<bool> release{false};
+    task<> busy = pool.launch("busy", [&] {
+      busy_started.store(true);
+      while (!release.load()) std::this_thread::yield();
+    });
+    while (!busy_started.load()) std::this_thread::yield();
+    std::atomic<int> ran{0};
+    task<> first = serial.launch("first", [&] { ran.fetch_add(1); });
+    task<> second = serial.launch("second", [&] { ran.fetch_add(1); });
+    std::vector<task<>> waiters;
+    for (int i = 0; i < 3; ++i) waiters.push_back(pool.launch("waiter", [second] { second.wait(); }, priority::high));
+    release.store(true);
+    CHECK(wait_all(waiters, std::chrono::seconds(30)));
+    CHECK(ran.load() == 2);
+    busy.wait();
+    serial.wait_until_empty();
+  }
+}

@@ -10,6 +10,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <ranges>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -692,6 +695,153 @@ TEST_CASE("wait stress: many threads wait on random tasks of a random graph" * d
       for (auto& each : waiters) each.join();
       CHECK(wait_all(tasks));
       CHECK(wrong.load() == 0);
+    }
+  }
+}
+
+TEST_CASE("wait: wait_any with no threads runs an input itself") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<task<int>> parts;
+  parts.push_back(pool.launch("a", [] { return 1; }));
+  parts.push_back(pool.launch("b", [] { return 2; }));
+  auto first = wait_any(parts);  // before, nothing ran them: a hang
+  REQUIRE(first.has_value());
+  CHECK(parts[*first].is_completed());
+  CHECK(parts[*first].get_result() == static_cast<int>(*first) + 1);
+  CHECK(wait_any(parts, std::chrono::milliseconds(1)).has_value());
+  // when_any's event belongs to the inputs' scheduler, so waiting for it helps there too.
+  std::vector<task<int>> more{pool.launch("c", [] { return 3; })};
+  CHECK(when_any(more).wait(std::chrono::seconds(30)));
+  CHECK(more[0].get_result() == 3);
+}
+
+TEST_CASE("wait: wait_all over a range that makes its handles as it is read waits for every task") {
+  struct job {
+    task<> handle;
+  };
+  for (unsigned workers : {0u, 1u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    for (int round = 0; round < 20; ++round) {
+      std::vector<job> jobs;
+      for (int i = 0; i < 8; ++i) {
+        jobs.push_back({pool.launch("sleeper", [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); })});
+      }
+      auto handles = jobs | std::views::transform([](const job& each) { return each.handle; });
+      if (round % 2 == 0) {
+        CHECK(wait_all(handles));
+      } else {
+        CHECK(wait_all(handles, std::chrono::seconds(30)));
+      }
+      for (const job& each : jobs) CHECK(each.handle.is_completed());
+    }
+  }
+}
+
+TEST_CASE("wait: with no threads, a wait inside a body runs no unrelated task on top of it") {
+  // a waits for an event another thread triggers later; y waits for a. Helping with y on
+  // top of a's body (blocked on the event) made y wait for a task below it on the same
+  // stack: a false cycle reported as misuse, and y read a's result before it existed.
+  no_leaks leaks;
+  test::diagnostic_recorder recorder;
+  scheduler pool(test::options_with(0));
+  task_event gate("gate", pool);
+  task<std::string> a = pool.launch("a", [gate] {
+    gate.wait();
+    return std::string("hello world");
+  });
+  task<std::size_t> y = pool.launch("y", [a] { return a.get_result().size(); });
+  std::thread trigger([gate]() mutable {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.trigger();
+  });
+  CHECK(a.get_result() == "hello world");
+  CHECK(y.get_result() == 11);
+  trigger.join();
+  CHECK(recorder.count() == 0);
+}
+
+TEST_CASE("wait: get_result on a task that waits for the caller's own task throws instead of reading no result") {
+  no_leaks leaks;
+  test::diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  task_event go("go", pool);  // the body reads `outer` only once it is assigned
+  task<int> outer;
+  std::atomic<bool> threw{false};
+  outer = pool.launch("outer", [&] {
+    task<int> inner = pool.launch("inner", [] { return 1; }, outer);  // waits for outer
+    try {
+      (void)inner.get_result();  // can never complete while outer runs
+    } catch (const task_wait_failed&) {
+      threw.store(true);
+    }
+    return 2;
+  }, go);
+  go.trigger();
+  CHECK(outer.get_result() == 2);
+  CHECK(threw.load());
+  CHECK(recorder.count() == 1);  // the wait inside itself, reported
+}
+
+TEST_CASE("wait: deep chains of waits inside bodies do not overflow a worker's stack") {
+  // Each level launches the next and waits for it; on a worker, retraction would run all
+  // 10,000 levels on its stack. Past a bound the worker blocks instead and another thread
+  // (a standby, past the cap if every worker is blocked) takes the next stretch.
+  no_leaks leaks;
+  test::diagnostic_recorder recorder;  // the standby cap is reached and reported
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;
+  scheduler pool(options);
+  std::function<int(int)> level = [&level](int depth) -> int {
+    if (depth == 0) return 0;
+    task<int> next = magpie::launch("level", [&level, depth] { return level(depth - 1); });
+    return next.get_result() + 1;
+  };
+  std::atomic<bool> done{false};
+  task<int> root = pool.launch("root", [&] {
+    int result = level(10'000);
+    done.store(true);
+    return result;
+  });
+  // Not root.wait(): that would retract the root onto this thread's (unbounded) stack.
+  while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(root.get_result() == 10'000);
+  CHECK(pool.counters().standby_workers > 1);  // the stretches ran on several threads
+}
+
+TEST_CASE("wait: a thread waiting for tasks while their scheduler is destroyed" * doctest::test_suite("stress")) {
+  // The waiter retracts tasks (whose bodies may launch a child) while ~scheduler runs: the
+  // scheduler must not free what the waiter can still reach. ASan read freed memory in the
+  // injection queue before. Tasks either ran or completed as never run; none is left.
+  for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u}) {
+      for (bool launches_child : {false, true}) {
+        CAPTURE(workers);
+        CAPTURE(launches_child);
+        no_leaks leaks;
+        test::diagnostic_recorder recorder;  // late launches and never-run tasks are reported
+        std::atomic<int> ran{0};
+        auto pool = std::make_unique<scheduler>(test::options_with(workers));
+        std::vector<task<>> handles;
+        for (int i = 0; i < 200; ++i) {
+          handles.push_back(pool->launch("part", [&ran, launches_child] {
+            if (launches_child) magpie::launch("child", [&ran] { ran.fetch_add(1); });
+            ran.fetch_add(1);
+          }));
+        }
+        std::vector<task<>> copies = handles;
+        std::thread waiter([&copies] {
+          for (auto& each : copies) each.wait();
+        });
+        pool.reset();
+        waiter.join();
+        for (auto& each : handles) CHECK(each.is_completed());
+        handles.clear();
+        copies.clear();
+      }
     }
   }
 }

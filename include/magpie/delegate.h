@@ -16,7 +16,8 @@
 // re-enter: a listener may add, remove (itself included) or broadcast again. A listener
 // added during a broadcast is not called by it; one removed is not called afterwards, and
 // its callable is destroyed only when the outermost broadcast returns, so a listener that
-// removes itself can keep using its captures (UE frees it at once).
+// removes itself can keep using its captures (UE frees it at once). A listener's exception
+// ends the broadcast and reaches the caller; removed listeners are still freed.
 #pragma once
 
 #include <magpie/diagnostics.h>
@@ -36,56 +37,81 @@ namespace magpie {
 template <class Signature>
 class delegate;
 
+namespace detail {
+template <class T>
+inline constexpr bool is_std_function = false;
+template <class Signature>
+inline constexpr bool is_std_function<std::function<Signature>> = true;
+}  // namespace detail
+
 // delegate holds at most one callable: a lambda or function, an object and a member
 // function, or a weakly held object and a member function (unbound once it expires).
+// A callable may rebind, unbind, reassign or destroy its own delegate while it runs: the
+// running callable, captures included, lives until its call returns.
 template <class R, class... Args>
 class delegate<R(Args...)> {
  public:
   delegate() = default;
+  delegate(const delegate& other)
+      : call_(other.call_.clone()), object_(other.object_), weak_(other.weak_), weakly_bound_(other.weakly_bound_) {}
+  delegate(delegate&& other) noexcept
+      : call_(std::move(other.call_)),
+        object_(std::exchange(other.object_, nullptr)),
+        weak_(std::move(other.weak_)),
+        weakly_bound_(std::exchange(other.weakly_bound_, false)) {}
+  // Assignments swap the new binding in first and free the old one last, since the old
+  // callable's captures may use this delegate as they are destroyed.
+  delegate& operator=(const delegate& other) {
+    delegate(other).swap(*this);
+    return *this;
+  }
+  delegate& operator=(delegate&& other) noexcept {
+    delegate(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~delegate() = default;
 
-  // bind stores any callable invocable as R(Args...).
+  // bind stores any callable invocable as R(Args...); a null function pointer, null member
+  // pointer or empty std::function leaves the delegate unbound, as std::function would.
   template <class Callable>
-    requires std::is_invocable_r_v<R, Callable&, Args...>
+    requires std::is_invocable_r_v<R, Callable&, Args...> && std::is_copy_constructible_v<std::decay_t<Callable>>
   void bind(Callable&& callable) {
-    call_ = std::function<R(Args...)>(std::forward<Callable>(callable));
-    object_ = nullptr;
-    weak_.reset();
-    weakly_bound_ = false;
+    delegate fresh;
+    if (!is_null(callable)) fresh.call_ = make_callable(std::forward<Callable>(callable));
+    fresh.swap(*this);
   }
 
   // bind stores `object` and a member function of it; `object` must outlive the binding.
   template <class T>
   void bind(T* object, R (T::*method)(Args...)) {
-    call_ = [object, method](Args... args) -> R { return (object->*method)(std::forward<Args>(args)...); };
-    object_ = object;
-    weak_.reset();
-    weakly_bound_ = false;
+    delegate fresh;
+    fresh.call_ = make_callable(
+        [object, method](Args... args) -> R { return (object->*method)(std::forward<Args>(args)...); });
+    fresh.object_ = object;
+    fresh.swap(*this);
   }
 
   // bind stores a weakly held object and a member function; once the object is gone the
   // delegate counts as unbound.
   template <class T>
   void bind(std::weak_ptr<T> object, R (T::*method)(Args...)) {
-    call_ = [object, method](Args... args) -> R {
+    delegate fresh;
+    fresh.call_ = make_callable([object, method](Args... args) -> R {
       std::shared_ptr<T> alive = object.lock();  // keeps it alive for the call
       return ((*alive).*method)(std::forward<Args>(args)...);
-    };
+    });
     std::shared_ptr<T> now = object.lock();
-    object_ = now.get();
-    weak_ = std::move(object);
-    weakly_bound_ = true;
+    fresh.object_ = now.get();
+    fresh.weak_ = std::move(object);
+    fresh.weakly_bound_ = true;
+    fresh.swap(*this);
   }
 
   // is_bound says whether execute would call something.
-  bool is_bound() const noexcept { return static_cast<bool>(call_) && !(weakly_bound_ && weak_.expired()); }
+  bool is_bound() const noexcept { return call_.get() != nullptr && !(weakly_bound_ && weak_.expired()); }
 
   // unbind drops the callable.
-  void unbind() noexcept {
-    call_ = nullptr;
-    object_ = nullptr;
-    weak_.reset();
-    weakly_bound_ = false;
-  }
+  void unbind() noexcept { delegate().swap(*this); }
 
   // object is the object bound with a member function (nullptr for plain callables).
   const void* object() const noexcept { return object_; }
@@ -101,7 +127,7 @@ class delegate<R(Args...)> {
         throw std::bad_function_call();
       }
     }
-    return call_(std::forward<Args>(args)...);
+    return run(std::forward<Args>(args)...);
   }
 
   // execute_if_bound calls the callable if bound: `bool` (whether it ran) for a `void`
@@ -109,16 +135,103 @@ class delegate<R(Args...)> {
   auto execute_if_bound(Args... args) const {
     if constexpr (std::is_void_v<R>) {
       if (!is_bound()) return false;
-      call_(std::forward<Args>(args)...);
+      run(std::forward<Args>(args)...);
       return true;
     } else {
       if (!is_bound()) return std::optional<R>();
-      return std::optional<R>(call_(std::forward<Args>(args)...));
+      return std::optional<R>(run(std::forward<Args>(args)...));
     }
   }
 
  private:
-  std::function<R(Args...)> call_;
+  // callable is the type-erased callable, on the heap so that its address outlives any
+  // rebinding. `holders` counts the delegate storing it plus every call running it; it need
+  // not be atomic, as a delegate belongs to one thread and copies clone rather than share.
+  struct callable {
+    callable() = default;
+    callable(const callable&) = delete;
+    callable& operator=(const callable&) = delete;
+    virtual ~callable() = default;
+    virtual R invoke(Args&&... args) = 0;
+    virtual callable* clone() const = 0;
+    int holders = 1;
+  };
+
+  template <class Function>
+  struct callable_for final : callable {
+    explicit callable_for(Function stored) : function(std::move(stored)) {}
+    R invoke(Args&&... args) override {
+      if constexpr (std::is_void_v<R>) {
+        std::invoke(function, std::forward<Args>(args)...);
+      } else {
+        return std::invoke(function, std::forward<Args>(args)...);
+      }
+    }
+    callable* clone() const override { return new callable_for(function); }
+    Function function;
+  };
+
+  // callable_ref is one holder of a callable; the last one to let go deletes it.
+  class callable_ref {
+   public:
+    callable_ref() = default;
+    explicit callable_ref(callable* adopted) noexcept : held_(adopted) {}
+    callable_ref(callable_ref&& other) noexcept : held_(std::exchange(other.held_, nullptr)) {}
+    callable_ref& operator=(callable_ref&& other) noexcept {
+      callable_ref(std::move(other)).swap(*this);
+      return *this;
+    }
+    callable_ref(const callable_ref&) = delete;
+    callable_ref& operator=(const callable_ref&) = delete;
+    ~callable_ref() {
+      if (held_ != nullptr && --held_->holders == 0) delete held_;
+    }
+
+    callable* get() const noexcept { return held_; }
+    callable_ref share() const noexcept {
+      if (held_ != nullptr) ++held_->holders;
+      return callable_ref(held_);
+    }
+    callable_ref clone() const { return callable_ref(held_ != nullptr ? held_->clone() : nullptr); }
+    void swap(callable_ref& other) noexcept { std::swap(held_, other.held_); }
+
+   private:
+    callable* held_ = nullptr;
+  };
+
+  template <class Callable>
+  static callable_ref make_callable(Callable&& function) {
+    return callable_ref(new callable_for<std::decay_t<Callable>>(std::forward<Callable>(function)));
+  }
+
+  template <class Callable>
+  static bool is_null(const Callable& function) noexcept {
+    using stored = std::decay_t<Callable>;
+    if constexpr (std::is_pointer_v<stored> || std::is_member_pointer_v<stored>) {
+      return static_cast<stored>(function) == nullptr;
+    } else if constexpr (detail::is_std_function<stored>) {
+      return !function;
+    } else {
+      return false;
+    }
+  }
+
+  // run calls the bound callable, holding it for the call: should the callee rebind,
+  // unbind, reassign or destroy this delegate, the callable it is running stays alive.
+  // Nothing here touches `this` once the callee has been entered.
+  R run(Args&&... args) const {
+    callable_ref running = call_.share();
+    return running.get()->invoke(std::forward<Args>(args)...);
+  }
+
+  void swap(delegate& other) noexcept {
+    call_.swap(other.call_);
+    std::swap(object_, other.object_);
+    weak_.swap(other.weak_);
+    std::swap(weakly_bound_, other.weakly_bound_);
+  }
+
+  callable_ref call_;
   const void* object_ = nullptr;
   std::weak_ptr<const void> weak_;
   bool weakly_bound_ = false;
@@ -207,17 +320,20 @@ class multicast_delegate<void(Args...)> {
     return false;
   }
 
+  // slot_count is how many listeners are stored, removed ones not yet freed included: it
+  // only grows during a broadcast, and drops back once the outermost one ends.
+  std::size_t slot_count() const noexcept { return listeners_.size(); }
+
   // broadcast calls every listener registered before it began and not removed since, in
   // registration order; listeners whose weak object is gone are skipped.
+  // A listener's exception ends the broadcast and reaches the caller.
   void broadcast(Args... args) {
-    ++broadcasting_;
+    broadcast_scope scope(*this);
     std::size_t registered = listeners_.size();
     for (std::size_t i = 0; i < registered; ++i) {
       listener& each = *listeners_[i];  // stable: listeners live on the heap
       if (!each.removed) each.callable.execute_if_bound(args...);
     }
-    --broadcasting_;
-    collect_removed();
   }
 
  private:
@@ -227,8 +343,25 @@ class multicast_delegate<void(Args...)> {
     bool removed = false;
   };
 
+  // broadcast_scope counts one running broadcast, and on the way out — returning or
+  // throwing — frees what was removed meanwhile once the outermost one ends. Were a throw
+  // to skip this, the count would stay raised and removed listeners would pile up forever.
+  class broadcast_scope {
+   public:
+    explicit broadcast_scope(multicast_delegate& owner) noexcept : owner_(owner) { ++owner_.broadcasting_; }
+    ~broadcast_scope() {
+      --owner_.broadcasting_;
+      owner_.collect_removed();
+    }
+    broadcast_scope(const broadcast_scope&) = delete;
+    broadcast_scope& operator=(const broadcast_scope&) = delete;
+
+   private:
+    multicast_delegate& owner_;
+  };
+
   // collect_removed destroys removed listeners, but never while a broadcast is running.
-  void collect_removed() {
+  void collect_removed() noexcept {
     if (broadcasting_ != 0) return;
     std::erase_if(listeners_, [](const std::unique_ptr<listener>& each) { return each->removed; });
   }

@@ -42,6 +42,25 @@ struct loop_plan {
 
 loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noexcept;
 
+// divide_rounding_up is ⌈dividend / divisor⌉ (divisor > 0). The usual
+// (dividend + divisor - 1) / divisor wraps once either is near SIZE_MAX: a huge
+// min_batch_size then planned no batches and the loop ran nothing.
+constexpr std::size_t divide_rounding_up(std::size_t dividend, std::size_t divisor) noexcept {
+  return dividend / divisor + (dividend % divisor != 0 ? 1 : 0);
+}
+
+// batch_begin is the first iteration of batch `index` (< plan.batches): it is below the
+// loop's count, so the product cannot wrap.
+constexpr std::size_t batch_begin(const loop_plan& plan, std::size_t index) noexcept { return index * plan.batch; }
+
+// batch_end is one past the last iteration of batch `index` of a loop of `count`. It adds
+// to the batch's start only what is left of the range, since (index + 1) * batch wraps when
+// the batch is near SIZE_MAX.
+constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::size_t index) noexcept {
+  std::size_t begin = batch_begin(plan, index);
+  return begin + std::min(plan.batch, count - begin);
+}
+
 // split_batches runs `each_batch(first, last)` for batches [first, last) of `plan`,
 // halving the range onto `group` until one batch is left.
 template <class EachBatch>
@@ -85,8 +104,8 @@ template <class Body>
 void parallel_for(std::size_t count, Body&& body, parallel_for_options options = {}) {
   detail::loop_plan plan = detail::plan_loop(count, options);
   detail::for_each_batch(plan, [&body, &plan, count](std::size_t index) {
-    std::size_t end = std::min(count, (index + 1) * plan.batch);
-    for (std::size_t i = index * plan.batch; i < end; ++i) body(i);
+    std::size_t end = detail::batch_end(plan, count, index);
+    for (std::size_t i = detail::batch_begin(plan, index); i < end; ++i) body(i);
   });
 }
 
@@ -98,9 +117,9 @@ T parallel_reduce(std::size_t count, T identity, Map&& map, Combine&& combine, p
   detail::loop_plan plan = detail::plan_loop(count, options);
   std::vector<T> partial(plan.batches, identity);
   detail::for_each_batch(plan, [&](std::size_t index) {
-    std::size_t end = std::min(count, (index + 1) * plan.batch);
+    std::size_t end = detail::batch_end(plan, count, index);
     T folded = identity;
-    for (std::size_t i = index * plan.batch; i < end; ++i) folded = combine(std::move(folded), map(i));
+    for (std::size_t i = detail::batch_begin(plan, index); i < end; ++i) folded = combine(std::move(folded), map(i));
     partial[index] = std::move(folded);
   });
   T result = std::move(identity);

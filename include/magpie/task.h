@@ -86,7 +86,9 @@ class task<void> {
     return base_ == nullptr || detail::try_retract_and_execute(base_, &base_);
   }
 
-  // get_result waits, then rethrows the body's exception if it threw.
+  // get_result waits, then rethrows the body's exception if it threw. A wait that cannot
+  // end (the task waits for the caller's own task: reported) throws task_wait_failed
+  // rather than hand back a result that was never made.
   void get_result() const {
     check_valid("get_result");
     wait();
@@ -144,6 +146,14 @@ class task : public task<void> {
 class task_never_ran : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// task_wait_failed is what get_result throws when the task cannot complete before the
+// caller's own task does (it waits for a task this thread is running): reported, never a
+// result that was never made.
+class task_wait_failed : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 // placement says where a task runs: a priority on any worker, inline, or a named thread.

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <optional>
 #include <ranges>
+#include <type_traits>
 
 namespace magpie {
 
@@ -82,10 +83,13 @@ class handle_batch {
 // wait_all_until is both wait_alls (deadline nullptr: none).
 template <class Range>
 bool wait_all_until(const Range& tasks, const std::chrono::steady_clock::time_point* deadline) {
-  if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>>) {
+  // Handles are kept by address only where the range holds them: a range that makes them as
+  // it is read (a transform view) hands out temporaries, gone before the batch is waited for.
+  if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>> &&
+                std::is_lvalue_reference_v<std::ranges::range_reference_t<const Range&>>) {
     handle_batch batch(deadline);
     return for_each_newest_first(tasks, [&batch](const task<>& one) { return batch.add(one); }) && batch.flush();
-  } else {  // elements that convert to a handle through a temporary: no address to keep
+  } else {  // handles made as the range is read, or converted: no address to keep
     // Untimed, a wait returns early only on misuse (waiting on itself, reported): go on.
     return for_each_newest_first(tasks, [deadline](const task<>& one) {
       return !one.is_valid() || wait(one.base(), deadline) || deadline == nullptr;

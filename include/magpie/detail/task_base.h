@@ -101,8 +101,10 @@ enum class task_kind : std::uint8_t {
 enum task_flags : std::uint8_t {
   triggered = 1,           // a task event's trigger() ran (or its launch lock went otherwise)
   has_waiter = 2,          // some thread blocked on it: notify on scheduling and completion
+  body_returned = 4,       // its body returned with nested tasks unfinished: extras->nested is settled
   has_exception = 8,       // extras->exception holds what the body threw
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
+  piped = 32,              // launched into a pipe: extras (and its pipe) were set before launch
 };
 
 // task_op is what a task's type-specific function is asked to do, beside the scheduler's
@@ -121,10 +123,17 @@ constexpr bool is_task_op(work_action action) noexcept { return action >= work_a
 struct task_extras {
   std::exception_ptr exception;
   edge_group* prerequisites = nullptr;  // an event's groups (other tasks' is before them)
-  edge_group* nested = nullptr;  // one single-edge group per add_nested
+  // One single-edge group per add_nested. Its edges hold a reference to their nested
+  // task until the parent is destroyed: a waiter retracting them after the body returned
+  // (flag body_returned) may still read them while the parent completes elsewhere.
+  edge_group* nested = nullptr;
   edge_group* owned = nullptr;   // groups whose edges hold no reference (when_any's)
   magpie::pipe* pipe = nullptr;
   task_edge pipe_edge;
+  // The piped task before this one, with a reference, while this one waits for it: a
+  // waiter retracting this one runs that one first. Whoever exchanges it out owns the
+  // reference (a retracting waiter puts it back; completion and destruction drop it).
+  std::atomic<task_base*> pipe_predecessor{nullptr};
 };
 
 // target_none marks a task that is not bound to a named thread.
