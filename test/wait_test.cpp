@@ -7,9 +7,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <ranges>
@@ -844,4 +847,143 @@ TEST_CASE("wait: a thread waiting for tasks while their scheduler is destroyed" 
       }
     }
   }
+}
+
+namespace {
+
+// waiting_dag is a random graph whose bodies wait for earlier nodes (get_result inside
+// them), mixing prerequisites, inline tasks, task events, pipes, nested tasks and
+// high-priority launches. Every wait and every edge points from a lower index to a higher
+// one, so the graph can always complete: any hang is the scheduler's.
+class waiting_dag {
+ public:
+  waiting_dag(scheduler& pool, std::uint64_t seed, int count)
+      : pool_(pool), random_(seed), expected_(static_cast<std::size_t>(count)),
+        side_(static_cast<std::size_t>(count)), side_expected_(static_cast<std::size_t>(count)) {
+    nodes_.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) add(i);
+    for (auto& each : events_) each.trigger();
+  }
+
+  // check waits for every node in random order from this thread; returns wrong results.
+  int check() {
+    std::vector<std::size_t> order(nodes_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), random_);
+    int wrong = 0;
+    for (std::size_t i : order) {
+      if (nodes_[i].get_result() != expected_[i]) ++wrong;
+    }
+    for (std::size_t i = 0; i < side_.size(); ++i) {
+      if (side_[i].load(std::memory_order_relaxed) != side_expected_[i]) ++wrong;  // relaxed: the parent's completion ordered it
+    }
+    return wrong;
+  }
+
+ private:
+  enum class kind { queued, high, inlined, piped, nesting, evented, count };
+
+  std::vector<std::size_t> pick_earlier(int i) {
+    std::vector<std::size_t> picked;
+    int how_many = i == 0 ? 0 : static_cast<int>(random_() % 3);
+    for (int k = 0; k < how_many; ++k) picked.push_back(random_() % static_cast<std::size_t>(i));
+    return picked;
+  }
+
+  std::uint64_t sum_of(const std::vector<std::size_t>& indices) const {
+    std::uint64_t sum = 0;
+    for (std::size_t j : indices) sum += expected_[j];
+    return sum;
+  }
+
+  void add(int i) {
+    auto index = static_cast<std::size_t>(i);
+    auto which = static_cast<kind>(random_() % static_cast<unsigned>(kind::count));
+    std::vector<std::size_t> before = pick_earlier(i);  // prerequisites
+    std::vector<std::size_t> waited = pick_earlier(i);  // waited for inside the body
+    std::vector<task<>> prerequisites;
+    for (std::size_t j : before) prerequisites.push_back(nodes_[j]);
+    const std::vector<task<std::uint64_t>>* nodes = &nodes_;
+    auto read = [nodes](const std::vector<std::size_t>& indices) {
+      std::uint64_t sum = 0;
+      for (std::size_t j : indices) sum += (*nodes)[j].get_result();
+      return sum;
+    };
+    const std::uint64_t own = static_cast<std::uint64_t>(i) * 7 + 1;
+    switch (which) {
+      case kind::queued:
+      case kind::high:
+        expected_[index] = own + sum_of(before) + sum_of(waited);
+        nodes_.push_back(pool_.launch("node", [=] { return own + read(before) + read(waited); }, prerequisites,
+                                      which == kind::high ? priority::high : priority::normal));
+        break;
+      case kind::inlined:  // runs on whichever thread completes its last prerequisite: no waits
+        expected_[index] = own + sum_of(before);
+        nodes_.push_back(pool_.launch("inline node", [=] { return own + read(before); }, prerequisites, run_inline));
+        break;
+      case kind::piped:  // no prerequisites, so the pipe runs them in launch order: no cycle
+        expected_[index] = own + sum_of(waited);
+        nodes_.push_back(pipes_[random_() % pipes_.size()]->launch("piped node", [=] { return own + read(waited); }));
+        break;
+      case kind::nesting: {
+        expected_[index] = own + sum_of(before);
+        side_expected_[index] = sum_of(waited);
+        std::atomic<std::uint64_t>* side = &side_[index];
+        nodes_.push_back(pool_.launch("nesting node", [=] {
+          add_nested(magpie::launch("nested", [=] { side->store(read(waited), std::memory_order_relaxed); }));  // relaxed: the parent's completion publishes it
+          return own + read(before);
+        }, prerequisites));
+        break;
+      }
+      case kind::evented: {
+        task_event& gate = events_.emplace_back("gate", pool_);
+        gate.add_prerequisites(prerequisites);  // triggered once every node is launched
+        expected_[index] = own + sum_of(before) + sum_of(waited);
+        nodes_.push_back(pool_.launch("evented node", [=] { return own + read(before) + read(waited); }, gate));
+        break;
+      }
+      case kind::count:
+        break;
+    }
+  }
+
+  scheduler& pool_;
+  std::mt19937_64 random_;
+  std::vector<std::uint64_t> expected_;
+  std::vector<std::atomic<std::uint64_t>> side_;
+  std::vector<std::uint64_t> side_expected_;
+  std::deque<task_event> events_;
+  std::array<std::unique_ptr<magpie::pipe>, 2> pipes_{std::make_unique<magpie::pipe>("pipe a", pool_),
+                                                      std::make_unique<magpie::pipe>("pipe b", pool_)};
+  std::vector<task<std::uint64_t>> nodes_;  // last: dropped before the pipes and events
+};
+
+}  // namespace
+
+TEST_CASE("wait stress: random graphs whose bodies wait for earlier tasks, every worker count and standby cap" *
+          doctest::test_suite("stress")) {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* fixed = std::getenv("MAGPIE_SEED")) seed = std::strtoull(fixed, nullptr, 10);
+  std::printf("wait stress (waiting graphs): MAGPIE_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  int rounds = 0;
+  for (int repeat = 0; repeat < 3 * test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 2u, 4u, 64u}) {
+      for (bool no_standby : {false, true}) {
+        CAPTURE(workers);
+        CAPTURE(no_standby);
+        CAPTURE(repeat);
+        no_leaks leaks;
+        test::diagnostic_recorder recorder;  // the standby cap, when reached, is reported
+        scheduler_options options = test::options_with(workers);
+        if (no_standby) options.max_standby_workers = 0;
+        scheduler pool(options);
+        std::uint64_t round_seed = seed + static_cast<std::uint64_t>(repeat) * 1'000'003 + workers * 2 + (no_standby ? 1 : 0);
+        waiting_dag graph(pool, round_seed, 300);
+        CHECK(graph.check() == 0);
+        for (const auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::limit_reached);
+        ++rounds;
+      }
+    }
+  }
+  std::printf("wait stress (waiting graphs): %d rounds clean\n", rounds);
 }
