@@ -224,8 +224,10 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   }
   // Then what else it waits for: the task before it in its pipe; its nested tasks, once
   // its body has returned (all that is left of it then).
-  if (task->has_flag(piped)) retract_pipe_predecessor(task, depth);
-  if (task->has_flag(body_returned)) {
+  // acquire: pairs with launch_task's and finish_body's flags (the extras they settle)
+  const std::uint8_t flags = task->flags.load(std::memory_order_acquire);
+  if ((flags & piped) != 0) retract_pipe_predecessor(task, depth);
+  if ((flags & body_returned) != 0) {
     retract_nested(task, depth);
     return task->is_completed();
   }

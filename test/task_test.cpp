@@ -469,9 +469,22 @@ TEST_CASE("task: a destroyed scheduler's slot is taken again only once its last 
 
 TEST_CASE("task: launching, running and releasing allocates nothing from operator new once warm") {
   no_leaks leaks;
-  scheduler pool(test::options_with(1));
+  scheduler_options options = test::options_with(1);
+  options.background_workers = 0;  // the one worker is all that consumes queue entries
+  scheduler pool(options);
   long counted = -1;
   magpie::pipe line("probe pipe", pool);
+  // While warming, the worker is kept busy, so that no queue entry is consumed behind this
+  // thread: the injection queue grows to the most blocks a round can need. (How many a
+  // round needs otherwise depends on how quickly the worker drops the stale entries that
+  // retraction leaves behind; a counted round that outgrew the warm one allocated.)
+  std::atomic<bool> warming{true};
+  std::atomic<bool> worker_held{false};
+  task<> hold = pool.launch("hold the worker", [&] {
+    worker_held.store(true);
+    while (warming.load()) std::this_thread::yield();
+  });
+  while (!worker_held.load()) std::this_thread::yield();
   pool.launch("allocation probe", [&] {
     // Each kind of part a task can have: a prerequisite edge (in the task's block), extras
     // (a piped task's; an event's, with its groups), a group on its own.
@@ -492,7 +505,10 @@ TEST_CASE("task: launching, running and releasing allocates nothing from operato
         if (one.get_result() != i + 1 || behind.get_result() != i) std::abort();
       }
     };
-    round();  // warm: pool slabs, deque ring, injection blocks
+    round();  // warm: pool slabs, injection blocks
+    warming.store(false);
+    hold.wait();
+    round();  // warm: the worker's deque ring
     allocations.store(0);
     counting.store(true);
     round();

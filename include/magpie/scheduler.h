@@ -59,7 +59,10 @@ unsigned default_worker_count() noexcept;
 struct scheduler_options {
   unsigned workers = default_worker_count();  // foreground workers; 0 = work runs on waiting threads
   unsigned background_workers = 1;            // workers that also take background work
-  std::optional<unsigned> max_standby_workers;  // cap per kind; default: that kind's pool size (UE: 2× the pool)
+  // Cap per kind on the standby workers that keep the pool at full width while workers
+  // block; default: that kind's pool size (UE: 2× the pool). Past it one more runs only when
+  // every thread of the kind is blocked (docs/scheduler.md, "Waiting inside a task").
+  std::optional<unsigned> max_standby_workers;
   // spin_for is how long an idle worker keeps looking before it parks: long enough that a
   // producer launching one job at a time does not pay a futex wake per job, short enough
   // to leave an idle process at ~0 % CPU.
@@ -122,6 +125,12 @@ class scheduler {
   // completes holding task_never_ran, and until the last of them is gone the scheduler
   // still counts against the 256. What makes such a task ready must not race with the
   // destruction itself: it happens before the destructor starts or after it returns.
+  //
+  // A thread outside the pool may wait for this scheduler's tasks while it is destroyed:
+  // whatever it runs of them (retraction) holds the destructor until it returns, and from
+  // the moment every worker is idle it runs none of them any more. A task made ready from
+  // then on (a launch inside such a body, say) is reported and completes holding
+  // task_never_ran; nothing of the scheduler is freed while that thread can reach it.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;
@@ -200,7 +209,8 @@ class scheduler {
 
 // blocking_scope brackets a blocking call made on a worker thread: while it lives, a
 // standby worker takes the blocked worker's place (up to the cap, whose reaching is
-// reported). Elsewhere it does nothing.
+// reported; past it, a standby runs only when every thread of the pool is blocked, so the
+// pool narrows but never stops). Elsewhere it does nothing.
 //
 //   { magpie::blocking_scope blocked; event.wait(); }
 class blocking_scope {
