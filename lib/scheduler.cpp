@@ -22,6 +22,10 @@ namespace {
 constexpr std::uint64_t parked_mask = 0xffff'ffffu;
 constexpr std::uint64_t one_transition = std::uint64_t{1} << 32;
 
+// max_overflow_standby bounds the standby workers started past the cap, each only when
+// every thread of its kind is blocked (enter_blocking).
+constexpr unsigned max_overflow_standby = 64;
+
 // max_spin_pauses caps the pause instructions between two looks for work while spinning.
 constexpr int max_spin_pauses = 128;
 
@@ -45,7 +49,8 @@ unsigned default_worker_count() noexcept {
 }
 
 std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
-constinit scheduler_slot::marker scheduler_slot::markers[3] = {};
+constinit scheduler_slot::marker scheduler_slot::markers[2] = {};
+std::array<std::atomic<bool>, 256> scheduler_slot::closing{};
 
 namespace {
 // Where the next slot search starts: round the table, so that a slot just freed is the last
@@ -55,6 +60,9 @@ std::atomic<std::size_t> next_slot_search{0};
 
 bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
   scheduler::impl* seen = living[index].load(std::memory_order_relaxed);  // relaxed: the CASes below order
+  // Open again before the slot is published: the CAS's release carries it to a pinner that
+  // reads the new owner (scheduler_pin reads the owner, then the flag).
+  if (seen == nullptr || seen == retired()) closing[index].store(false, std::memory_order_relaxed);  // relaxed: as said
   if (seen == nullptr) {
     // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
     return living[index].compare_exchange_strong(seen, owner, std::memory_order_acq_rel,
@@ -158,9 +166,9 @@ scheduler_pin::scheduler_pin(std::uint8_t index) noexcept {
   // the look at the slot, against close's store and heavy barrier
   depth.store(static_cast<std::uint16_t>(depth.load(std::memory_order_relaxed) + 1), std::memory_order_relaxed);
   detail::std_atomics::light_barrier();
-  seen = scheduler_slot::at(index);
+  seen = scheduler_slot::at_published(index);
   depth_ = &depth;
-  if (scheduler_slot::is_retired(seen)) {
+  if (scheduler_slot::is_retired(seen) || scheduler_slot::is_closing(index)) {
     unpin();
     depth_ = nullptr;
     return;
@@ -174,17 +182,30 @@ void scheduler_pin::unpin() noexcept {
   depth_->store(static_cast<std::uint16_t>(depth_->load(std::memory_order_relaxed) - 1), std::memory_order_release);
 }
 
-void scheduler_slot::close() noexcept {
+bool scheduler_slot::is_closing(std::uint8_t index) noexcept {
+  // relaxed: read after at_published's acquire, which orders claim's clearing before it;
+  // against start_closing the barriers decide (the pinner's look sees the store, or the
+  // closer's walk sees the pin)
+  return closing[index].load(std::memory_order_relaxed);
+}
+
+void scheduler_slot::start_closing() noexcept {
   // seq_cst, and the heavy barrier: a pinner's look after its light barrier sees this, or
-  // this walk sees its count (and the record it may just have published)
-  living[index_].store(closing(), std::memory_order_seq_cst);
+  // the walks in is_pinned see its count (and the record it may just have published)
+  closing[index_].store(true, std::memory_order_seq_cst);
   detail::std_atomics::heavy_barrier();
+}
+
+bool scheduler_slot::pinned_here() const noexcept {
+  // relaxed: this thread's own count
+  return own_pin_record != nullptr && own_pin_record->depth[index_].load(std::memory_order_relaxed) != 0;
+}
+
+bool scheduler_slot::is_pinned() const noexcept {
   for (pin_record* each = pin_records.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with take_pin_record's push
-    // acquire: pairs with the unpin's release
-    while (each->depth[index_].load(std::memory_order_acquire) != 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (each->depth[index_].load(std::memory_order_acquire) != 0) return true;  // acquire: pairs with the unpin's release
   }
+  return false;
 }
 
 scheduler_slot::~scheduler_slot() {
@@ -363,6 +384,7 @@ void scheduler::impl::run_worker(worker& self) {
   context.deque = self.standby ? nullptr : &self.deque;  // a standby worker takes no pushes
   context.push_gate = nullptr;  // a worker's pushes need no check
   context.wakes_workers = true;
+  context.pool_thread = true;
   detail::renew_own_deque_generation();
   worker_info info{self.index, self.kind, self.standby};
   if (options.on_worker_start) options.on_worker_start(info);
@@ -440,12 +462,25 @@ void scheduler::impl::start_standby(standby_pool& pool) {
   pool.threads.push_back(std::move(fresh));
   // release: quiescent() counts this thread before it can possibly park
   pool.created.fetch_add(1, std::memory_order_release);
-  raw->thread = std::thread([this, raw] { run_worker(*raw); });
+  try {
+    raw->thread = std::thread([this, raw] { run_worker(*raw); });
+  } catch (...) {  // not counted after all: quiescence would wait for it to park
+    pool.created.fetch_sub(1, std::memory_order_relaxed);  // relaxed: under pool.creation, as the add
+    pool.threads.pop_back();
+    throw;
+  }
 }
 
-void scheduler::impl::enter_blocking(standby_pool& pool) {
+void scheduler::impl::enter_blocking(standby_pool& pool) noexcept {
   unsigned blocked = pool.blocked.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: the notify's fence publishes it
   if (blocked > pool.created.load(std::memory_order_acquire)) {  // acquire: pairs with start_standby
+    start_standbys_for(pool, blocked);
+  }
+  pool.wake.notify_all();
+}
+
+void scheduler::impl::start_standbys_for(standby_pool& pool, unsigned blocked) noexcept try {
+  {
     std::lock_guard lock(pool.creation);
     while (pool.created.load(std::memory_order_relaxed) < blocked &&  // relaxed: under the lock
            pool.created.load(std::memory_order_relaxed) < pool.cap) {
@@ -461,12 +496,27 @@ void scheduler::impl::enter_blocking(standby_pool& pool) {
     }
     // Past the cap the pool narrows, but never to nothing: when every thread of the kind is
     // blocked, one more runs, so ready work is never stranded behind blocked waiters
-    // (docs/scheduler.md, "Waiting inside a task"). Standby r runs while more than r are blocked.
+    // (docs/scheduler.md, "Waiting inside a task"), up to max_overflow_standby more threads.
+    // Standby r runs while more than r are blocked.
     unsigned pool_size = pool.kind == worker_kind::foreground ? foreground_count
                                                               : static_cast<unsigned>(workers.size()) - foreground_count;
-    if (pool.created.load(std::memory_order_relaxed) + pool_size <= blocked) start_standby(pool);  // relaxed: under the lock
+    unsigned created = pool.created.load(std::memory_order_relaxed);  // relaxed: under the lock
+    if (created + pool_size <= blocked) {
+      if (created < pool.cap + max_overflow_standby) {
+        start_standby(pool);
+      } else if (!std::exchange(pool.overflow_reported, true)) {
+        report(diagnostic_kind::limit_reached,
+               std::string("scheduler: every one of ") + std::to_string(blocked) + " " +
+                   (pool.kind == worker_kind::foreground ? "foreground" : "background") +
+                   " threads is blocked and no more standby workers may start: ready work waits until one returns",
+               severity::warning);
+      }
+    }
   }
-  pool.wake.notify_all();
+} catch (const std::exception& error) {  // a thread or its memory could not be had
+  report(diagnostic_kind::limit_reached,
+         std::string("scheduler: a standby worker could not start (") + error.what() + "); the pool stays narrower",
+         severity::warning);
 }
 
 void scheduler::impl::leave_blocking(standby_pool& pool) {
@@ -496,7 +546,7 @@ bool scheduler::impl::quiescent() const {
 
 void scheduler::impl::shutdown() {
   const thread_context& caller = this_thread_context();
-  if (caller.owner == this && (caller.self != nullptr || caller.running > 0)) {
+  if ((caller.owner == this && (caller.self != nullptr || caller.running > 0)) || slot.pinned_here()) {
     // Waiting for every worker to park from inside this scheduler's own work never ends.
     report(diagnostic_kind::misuse, "scheduler: shutdown called from work running on the same scheduler; ignored");
     return;
@@ -505,8 +555,13 @@ void scheduler::impl::shutdown() {
     accepting.store(false, std::memory_order_release);  // release: pairs with accepts_from_this_thread
     drain_until_quiescent();
     // Threads outside the pool may still run its work (a waiter retracting a task): the
-    // slot closes to them, and their work in progress is waited for and drained.
-    slot.close();
+    // slot closes to them, and the work they still run is waited for. Meanwhile queued work
+    // runs here too: such a thread may wait for what it launched, with no worker to run it.
+    slot.close([this] {
+      work_item* item = find_work_as_helper();
+      if (item != nullptr) execute(item, nullptr);
+      return item != nullptr;
+    });
     drain_until_quiescent();
     stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
     foreground_wake.notify_all();

@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -66,6 +67,7 @@ struct standby_pool {
   std::atomic<unsigned> created{0};
   detail::event_count<> wake;        // standby workers not needed park here
   std::mutex creation;               // slow path only: creating a standby thread
+  bool overflow_reported = false;    // under `creation`: the last standby past the cap was reported
   std::vector<std::unique_ptr<worker>> threads;
   scheduler::impl* owner = nullptr;
 };
@@ -120,11 +122,13 @@ class scheduler_slot {
     // over); retirement is ordered for a task's holder by what ended the scheduler's life
     return living[index].load(std::memory_order_relaxed);
   }
-  // is_retired: the slot's scheduler is gone, or going (closing), or the slot is being
-  // claimed (see claim).
-  static bool is_retired(const scheduler::impl* owner) noexcept {
-    return owner == retired() || owner == claiming() || owner == closing();
+  // at_published is `at` for a thread that then reads the slot's closing flag: the acquire
+  // pairs with claim's CAS, so a slot claimed anew is not seen with its old flag.
+  static scheduler::impl* at_published(std::uint8_t index) noexcept {
+    return living[index].load(std::memory_order_acquire);  // acquire: as said
   }
+  // is_retired: the slot's scheduler is gone (a slot being claimed counts: see claim).
+  static bool is_retired(const scheduler::impl* owner) noexcept { return owner == retired() || owner == claiming(); }
   static bool is_retired(std::uint8_t index) noexcept { return is_retired(at(index)); }
 
   // retired marks a slot whose scheduler is gone while tasks naming it live on. Never
@@ -133,23 +137,39 @@ class scheduler_slot {
   static scheduler::impl* retired() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[0]); }
 
   // close marks the slot's scheduler as going (shutdown, once every worker is parked with
-  // nothing queued): threads outside its pool no longer start its work, and its tasks made
-  // ready from here on complete as never run. Then it waits until no thread is pinned to it
-  // (scheduler_pin): nothing outside its pool can still reach its queues after that.
-  void close() noexcept;
+  // nothing queued): threads outside its pool no longer pin it (scheduler_pin), so they no
+  // longer start its work. Returns once no thread is pinned to it any more, running `help`
+  // meanwhile (it returns whether it found work): a pinned thread may wait for work only
+  // the closer would run. Nothing outside its pool can reach its queues after that.
+  template <class Help>
+  void close(Help help) noexcept {
+    start_closing();
+    while (is_pinned()) {
+      if (!help()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // pinned_here says whether the calling thread holds a pin on this slot (it runs the
+  // scheduler's work further down its stack).
+  bool pinned_here() const noexcept;
+
+  // is_closing says whether close has begun (for a pin's look after its barrier).
+  static bool is_closing(std::uint8_t index) noexcept;
 
  private:
   // claiming marks a retired slot while one claimant reads its census (see claim).
   static scheduler::impl* claiming() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[1]); }
-  // closing marks a slot whose scheduler is shutting down (close); claim skips it.
-  static scheduler::impl* closing() noexcept { return reinterpret_cast<scheduler::impl*>(&markers[2]); }
   static bool claim(std::size_t index, scheduler::impl* owner) noexcept;
+  void start_closing() noexcept;
+  bool is_pinned() const noexcept;
 
   static std::array<std::atomic<scheduler::impl*>, 256> living;
   struct alignas(alignof(std::max_align_t)) marker {
     char unused;
   };
-  static constinit marker markers[3];  // retired, claiming, closing: addresses no scheduler has
+  static constinit marker markers[2];  // retired, claiming: addresses no scheduler has
+  // closing[i]: slot i's scheduler is shutting down (close); cleared when the slot is claimed.
+  static std::array<std::atomic<bool>, 256> closing;
   std::uint8_t index_ = 0;
 };
 
@@ -194,7 +214,8 @@ struct scheduler::impl {
   void execute(work_item* item, worker* self);
   void run_worker(worker& self);
   bool wanted_standby(const worker& self) const;
-  void enter_blocking(standby_pool& pool);
+  void enter_blocking(standby_pool& pool) noexcept;
+  void start_standbys_for(standby_pool& pool, unsigned blocked) noexcept;
   void leave_blocking(standby_pool& pool);
   void start_standby(standby_pool& pool);
   bool quiescent() const;

@@ -43,12 +43,6 @@ void destroy(task_base* task) noexcept {
   }
   // A task's own group goes with its block; an event's groups and when_any's are alone.
   if (task_extras* extras = task->extras) {
-    for (edge_group* group = extras->nested; group != nullptr;) {  // each held its nested task
-      edge_group* next = group->next;
-      release(group->edges()->prerequisite);
-      edge_group::destroy_alone(group);
-      group = next;
-    }
     // relaxed: the last owner's acquire of the reference count ordered every earlier write
     if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) release(predecessor);
     for (edge_group* list : {extras->prerequisites, extras->owned}) {
@@ -514,6 +508,30 @@ bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   return true;
 }
 
+bool try_hold_nested(task_extras& extras) noexcept {
+  std::uint32_t holds = extras.nested_holds.load(std::memory_order_acquire);  // acquire: as the CAS
+  while (holds != 0) {
+    // acquire: the list stays as the body left it until this hold goes
+    if (extras.nested_holds.compare_exchange_weak(holds, holds + 1, std::memory_order_acquire,
+                                                  std::memory_order_acquire)) {  // acquire: as above, on a retry
+      return true;
+    }
+  }
+  return false;
+}
+
+void drop_nested_hold(task_extras& extras) noexcept {
+  // acq_rel: the last holder sees every other holder's reads done before it frees the list
+  if (extras.nested_holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (edge_group* group = extras.nested; group != nullptr;) {  // every nested task has completed
+    edge_group* next = group->next;
+    release(group->edges()->prerequisite);
+    edge_group::destroy_alone(group);
+    group = next;
+  }
+  extras.nested = nullptr;
+}
+
 // --- the ready loop ----------------------------------------------------------------------
 
 // The caller holds a reference to `task` (or, as join_pipe, the lock that keeps it from
@@ -594,8 +612,9 @@ void ready_loop::ready(task_base* task) noexcept {
 namespace {
 // settle_extras readies what a task's extras hold for its completion: a nested task's
 // exception becomes the parent's, unless its own body threw (every nested task has
-// completed: the last part's release ordered their writes before this); the reference to a
-// pipe predecessor goes, unless a retracting waiter holds it (then destroy drops it).
+// completed: the last part's release ordered their writes before this); the nested list
+// goes with its last hold (a waiter walking it may hold it a little longer); the reference
+// to a pipe predecessor goes, unless a retracting waiter holds it (then destroy drops it).
 void settle_extras(task_base* task) noexcept {
   task_extras& extras = *task->extras;
   for (edge_group* group = extras.nested; group != nullptr && !task->has_flag(has_exception); group = group->next) {
@@ -605,6 +624,7 @@ void settle_extras(task_base* task) noexcept {
     extras.exception = nested->extras->exception;
     task->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion (the close)
   }
+  if (extras.nested != nullptr) drop_nested_hold(extras);  // the completion's: the list goes with the last hold
   if (task->has_flag(piped)) {
     // acquire: pairs with join_pipe's store or a waiter's putting it back
     if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) release(predecessor);

@@ -127,6 +127,12 @@ void drop_prerequisite_references(task_base* task) noexcept;
 // The caller holds a reference to `prerequisite`.
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
 
+// try_hold_nested takes a hold on a task's nested list (task_extras::nested_holds): false
+// once it is gone (the task completed). drop_nested_hold lets go; the last hold frees the
+// list and the references its edges hold.
+bool try_hold_nested(task_extras& extras) noexcept;
+void drop_nested_hold(task_extras& extras) noexcept;
+
 // finish_body releases the body's part of a task that ran on this thread; true when that
 // completed the task (no nested task still running): the caller completes it.
 bool finish_body(task_base* task) noexcept;

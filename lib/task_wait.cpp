@@ -57,10 +57,11 @@ bool help(const task_base* task, scheduler::impl* owner) noexcept {
   return false;
 }
 
-// too_deep_to_run_here: a worker already runs max_running_depth bodies on its stack.
+// too_deep_to_run_here: a pool thread (of any scheduler) already runs max_running_depth
+// bodies on its stack.
 bool too_deep_to_run_here() noexcept {
   return innermost_running != nullptr && innermost_running->depth >= max_running_depth &&
-         this_thread_context().self != nullptr;
+         this_thread_context().pool_thread;
 }
 
 // took_back pops `task` off this thread's own deque if it is the newest item there.
@@ -69,8 +70,24 @@ bool took_back(task_base* task) noexcept {
   return own != nullptr && own->pop_if(task);
 }
 
-// retract_nested retracts the nested tasks of a task whose body has returned (it ran here,
-// or its flag body_returned says so): the list is settled, and its edges keep them alive.
+// held_reference holds one reference to a task for a scope (none for nullptr).
+class held_reference {
+ public:
+  explicit held_reference(task_base* task) noexcept : task_(task) {
+    if (task_ != nullptr) add_reference(task_);
+  }
+  ~held_reference() {
+    if (task_ != nullptr) release(task_);
+  }
+  held_reference(const held_reference&) = delete;
+  held_reference& operator=(const held_reference&) = delete;
+
+ private:
+  task_base* task_;
+};
+
+// retract_nested retracts the nested tasks of a task whose body has returned: it ran here
+// (the body's part keeps the list), or the caller holds the list (try_hold_nested).
 void retract_nested(task_base* task, unsigned depth) noexcept {
   if (task->extras == nullptr) return;
   for (edge_group* group = task->extras->nested; group != nullptr; group = group->next) {
@@ -214,7 +231,13 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   // Prerequisites first. An event's list is read only once triggered: until then its
   // owner may still be adding to it.
   bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
-  if (readable && claim_prerequisites(task)) {
+  bool claimed = readable && claim_prerequisites(task);
+  // acquire: pairs with finish_body's release of body_returned (the nested list it
+  // settles); piped was set before anyone could reach the task
+  const std::uint8_t flags = task->flags.load(std::memory_order_acquire);
+  // Bodies run for what it waits for may drop the handle the caller holds it by.
+  held_reference hold(claimed || (flags & (piped | body_returned)) != 0 ? task : nullptr);
+  if (claimed) {
     for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
       for (std::uint32_t i = 0; i < group->count; ++i) {
         if (task_base* prerequisite = group->edges()[i].prerequisite) retract(prerequisite, depth + 1);
@@ -224,11 +247,12 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   }
   // Then what else it waits for: the task before it in its pipe; its nested tasks, once
   // its body has returned (all that is left of it then).
-  // acquire: pairs with launch_task's and finish_body's flags (the extras they settle)
-  const std::uint8_t flags = task->flags.load(std::memory_order_acquire);
   if ((flags & piped) != 0) retract_pipe_predecessor(task, depth);
   if ((flags & body_returned) != 0) {
-    retract_nested(task, depth);
+    if (try_hold_nested(*task->extras)) {  // else it completed: the list is gone
+      retract_nested(task, depth);
+      drop_nested_hold(*task->extras);
+    }
     return task->is_completed();
   }
   if (too_deep_to_run_here()) return task->is_completed();

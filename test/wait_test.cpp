@@ -987,3 +987,26 @@ TEST_CASE("wait stress: random graphs whose bodies wait for earlier tasks, every
   }
   std::printf("wait stress (waiting graphs): %d rounds clean\n", rounds);
 }
+
+TEST_CASE("wait: past the standby cap, standby workers start only while every thread is blocked, and at most 64") {
+  // 200 tasks that each block on one event: every block past the cap leaves the pool with
+  // nobody running, so another standby starts, until the ceiling, which is reported.
+  test::diagnostic_recorder recorder;
+  scheduler_options options;
+  options.workers = 2;
+  options.background_workers = 0;
+  scheduler pool(options);
+  task_event gate("gate", pool);
+  std::vector<task<>> blocked;
+  for (int i = 0; i < 200; ++i) blocked.push_back(pool.launch("blocks", [gate] { gate.wait(); }));
+  while (pool.counters().blocked_workers != 2 + 2 + 64) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the pool, its cap, the ceiling
+  CHECK(pool.counters().standby_workers == 2 + 64);
+  gate.trigger();
+  CHECK(wait_all(blocked, std::chrono::seconds(60)));
+  std::size_t ceilings = 0;
+  for (const auto& each : recorder.reports()) {
+    CHECK(each.kind == diagnostic_kind::limit_reached);
+    if (each.message.find("no more standby workers") != std::string::npos) ++ceilings;
+  }
+  CHECK(ceilings == 1);
+}

@@ -127,10 +127,10 @@ class scheduler {
   // destruction itself: it happens before the destructor starts or after it returns.
   //
   // A thread outside the pool may wait for this scheduler's tasks while it is destroyed:
-  // whatever it runs of them (retraction) holds the destructor until it returns, and from
-  // the moment every worker is idle it runs none of them any more. A task made ready from
-  // then on (a launch inside such a body, say) is reported and completes holding
-  // task_never_ran; nothing of the scheduler is freed while that thread can reach it.
+  // a body it runs of them (retraction) is this scheduler's work, and the destructor
+  // returns only after it (and what it launched) has run; from the moment every worker is
+  // idle, such threads start none of its work any more (their waits are served by the pool
+  // and the destroying thread). Nothing of the scheduler is freed while they can reach it.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -123,10 +123,11 @@ constexpr bool is_task_op(work_action action) noexcept { return action >= work_a
 struct task_extras {
   std::exception_ptr exception;
   edge_group* prerequisites = nullptr;  // an event's groups (other tasks' is before them)
-  // One single-edge group per add_nested. Its edges hold a reference to their nested
-  // task until the parent is destroyed: a waiter retracting them after the body returned
-  // (flag body_returned) may still read them while the parent completes elsewhere.
+  // One single-edge group per add_nested; each edge holds a reference to its nested task.
+  // The list goes with the last of its holds: the completion's, and one per waiter that
+  // walks it after the body returned (flag body_returned) to retract what is left.
   edge_group* nested = nullptr;
+  std::atomic<std::uint32_t> nested_holds{1};
   edge_group* owned = nullptr;   // groups whose edges hold no reference (when_any's)
   magpie::pipe* pipe = nullptr;
   task_edge pipe_edge;

@@ -31,6 +31,9 @@ struct thread_context {
   // the scheduler has workers to wake for what is pushed.
   const std::atomic<bool>* push_gate = nullptr;
   bool wakes_workers = false;
+  // A worker or standby thread of some scheduler, whichever scheduler's work it runs now
+  // (running another's, `self` is hidden): its stack is the pool's, not the user's.
+  bool pool_thread = false;
 };
 
 // The calling thread's context: constant-initialised, so every access is one
