@@ -24,7 +24,7 @@ constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 [[gnu::cold, gnu::noinline]] void report_unobserved_exception(const task_base* task) noexcept {
   std::string what = "unknown exception";
   try {
-    std::rethrow_exception(task->extras->exception);
+    std::rethrow_exception(failure_of(task));
   } catch (const std::exception& error) {
     what = error.what();
   } catch (...) {
@@ -35,7 +35,10 @@ constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 }
 
 void destroy(task_base* task) noexcept {
-  if (task->has_flag(has_exception) && !task->has_flag(exception_observed)) report_unobserved_exception(task);
+  if ((task->flags.load(std::memory_order_acquire) & (has_exception | nested_exception)) != 0 &&  // acquire: as has_flag
+      !task->has_flag(exception_observed)) {
+    report_unobserved_exception(task);
+  }
   // A task that never started still holds its prerequisites. As the last owner, nobody can
   // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
   if (prerequisite_groups(task) != nullptr && task->state.prerequisites_unclaimed()) {
@@ -495,6 +498,7 @@ void add_nested(task_base* nested) noexcept {
   group->next = extras.nested;
   extras.nested = group;
   if (!push_subsequent(nested, edge)) {
+    hand_on_exception(nested, parent);
     parent->state.release_part();  // never the last: the body still holds its part
     release(parent);
   }
@@ -506,6 +510,15 @@ bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   // open: whichever of its completer and us sees the other closes the list.
   if (prerequisite->state.has_finished_for_comer()) ready_loop(nullptr).close_left_open(prerequisite);
   return true;
+}
+
+void hand_on_exception(task_base* nested, task_base* parent) noexcept {
+  if (!nested->has_flag(has_exception)) return;  // its completion, which we follow, published it
+  nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
+  // relaxed: only which nested task wins matters; the release below publishes what it wrote
+  if ((parent->flags.fetch_or(nested_exception_claimed, std::memory_order_relaxed) & nested_exception_claimed) != 0) return;
+  parent->extras->nested_exception = nested->extras->exception;
+  parent->flags.fetch_or(nested_exception, std::memory_order_release);  // release: pairs with has_flag's acquire
 }
 
 bool try_hold_nested(task_extras& extras) noexcept {
@@ -610,20 +623,11 @@ void ready_loop::ready(task_base* task) noexcept {
 }
 
 namespace {
-// settle_extras readies what a task's extras hold for its completion: a nested task's
-// exception becomes the parent's, unless its own body threw (every nested task has
-// completed: the last part's release ordered their writes before this); the nested list
-// goes with its last hold (a waiter walking it may hold it a little longer); the reference
-// to a pipe predecessor goes, unless a retracting waiter holds it (then destroy drops it).
+// settle_extras readies what a task's extras hold for its completion: the nested list goes
+// with its last hold (a waiter walking it may hold it a little longer); the reference to a
+// pipe predecessor goes, unless a retracting waiter holds it (then destroy drops it).
 void settle_extras(task_base* task) noexcept {
   task_extras& extras = *task->extras;
-  for (edge_group* group = extras.nested; group != nullptr && !task->has_flag(has_exception); group = group->next) {
-    task_base* nested = group->edges()->prerequisite;
-    if (!nested->has_flag(has_exception)) continue;
-    nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
-    extras.exception = nested->extras->exception;
-    task->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion (the close)
-  }
   if (extras.nested != nullptr) drop_nested_hold(extras);  // the completion's: the list goes with the last hold
   if (task->has_flag(piped)) {
     // acquire: pairs with join_pipe's store or a waiter's putting it back
@@ -772,6 +776,7 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
         }
         break;
       case edge_kind::nested:
+        hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
         if (subsequent->state.release_part()) {
           completed(subsequent, true);  // the edge's reference goes after its completion
         } else {

@@ -127,6 +127,17 @@ void drop_prerequisite_references(task_base* task) noexcept;
 // The caller holds a reference to `prerequisite`.
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
 
+// failure_of is the exception a task completed with: its body's, else a nested task's.
+inline std::exception_ptr failure_of(const task_base* task) noexcept {
+  return task->has_flag(has_exception) ? task->extras->exception : task->extras->nested_exception;
+}
+
+// hand_on_exception keeps the exception of a nested task that threw for its parent: the
+// parent completes holding it unless its own body threw; the first nested one to get here
+// is kept, later ones are dropped (as a task_group's). Called before the nested task's part
+// of the parent goes: the parent may complete by that release.
+void hand_on_exception(task_base* nested, task_base* parent) noexcept;
+
 // try_hold_nested takes a hold on a task's nested list (task_extras::nested_holds): false
 // once it is gone (the task completed). drop_nested_hold lets go; the last hold frees the
 // list and the references its edges hold.

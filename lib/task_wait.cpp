@@ -365,13 +365,13 @@ void rethrow_if_failed(task_base* task) {
     throw task_wait_failed(std::string("magpie: get_result on task '") + task->name +
                            "', which cannot complete while the calling thread's task runs");
   }
-  if (!task->has_flag(has_exception)) return;
+  if (!task->has_flag(has_exception | nested_exception)) return;
   task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
-  std::rethrow_exception(task->extras->exception);
+  std::rethrow_exception(failure_of(task));
 }
 
 bool observe_exception(task_base* task) noexcept {
-  if (!task->is_completed() || !task->has_flag(has_exception)) return false;
+  if (!task->is_completed() || !task->has_flag(has_exception | nested_exception)) return false;
   task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
   return true;
 }

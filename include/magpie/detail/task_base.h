@@ -105,6 +105,8 @@ enum task_flags : std::uint8_t {
   has_exception = 8,       // extras->exception holds what the body threw
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
   piped = 32,              // launched into a pipe: extras (and its pipe) were set before launch
+  nested_exception = 64,   // extras->nested_exception holds a nested task's exception
+  nested_exception_claimed = 128,  // the one nested task whose exception is kept is chosen
 };
 
 // task_op is what a task's type-specific function is asked to do, beside the scheduler's
@@ -122,6 +124,7 @@ constexpr bool is_task_op(work_action action) noexcept { return action >= work_a
 // task_extras holds what most tasks never need; it takes a pool block of its own.
 struct task_extras {
   std::exception_ptr exception;
+  std::exception_ptr nested_exception;  // the first nested task's that threw (flag nested_exception)
   edge_group* prerequisites = nullptr;  // an event's groups (other tasks' is before them)
   // One single-edge group per add_nested; each edge holds a reference to its nested task.
   // The list goes with the last of its holds: the completion's, and one per waiter that
