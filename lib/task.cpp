@@ -799,11 +799,11 @@ void ready_loop::finish(task_base* task) noexcept {
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
   task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
                                                              : task->subsequents.close();
-  bool wake_waiters = task->has_flag(has_waiter);  // after close: pairs with the waiter's flag-then-check
+  // After close: pairs with the waiter's flag-then-check. Before the subsequents are
+  // released: an inline one runs here, for as long as it likes, and the task is complete.
+  if (task->has_flag(has_waiter)) waiters_of(task).notify_all();
   release_edges(newest_first);
-
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
-  if (wake_waiters) waiters_of(task).notify_all();
 }
 
 }  // namespace magpie::detail

@@ -146,14 +146,21 @@ TEST_CASE("pipe: once its tasks are seen complete the pipe has no work, while th
   no_leaks leaks;
   scheduler pool(test::options_with(1));
   std::atomic<bool> started{false};
+  std::atomic<bool> follower_launched{false};
   std::atomic<bool> looked{false};
   {
     magpie::pipe line("line", pool);
-    task<> piped = line.launch("piped", [&] { started.store(true); });
+    task<> piped = line.launch("piped", [&] {
+      started.store(true);
+      // Until the follower is linked: finished first, this thread's launch would find it
+      // complete and run the follower itself.
+      while (!follower_launched.load()) std::this_thread::yield();
+    });
+    while (!started.load()) std::this_thread::yield();  // on the worker: not ours to take back
     task<> follower = pool.launch("follower", [&] {
       while (!looked.load()) std::this_thread::yield();
     }, prerequisites(piped), run_inline);
-    while (!started.load()) std::this_thread::yield();  // on the worker: not ours to take back
+    follower_launched.store(true);
     piped.wait();
     CHECK_FALSE(line.has_work());
     looked.store(true);
