@@ -64,10 +64,11 @@ bool too_deep_to_run_here() noexcept {
          this_thread_context().pool_thread;
 }
 
-// took_back pops `task` off this thread's own deque if it is the newest item there.
+// took_back pops `task` off this thread's own deque if it is the newest item there. Only a
+// thread of the task's scheduler has one (so it needs no pin to run what it takes back).
 bool took_back(task_base* task) noexcept {
-  auto* own = owner_of(task)->own_deque();
-  return own != nullptr && own->pop_if(task);
+  const thread_context& context = this_thread_context();
+  return context.owner == owner_of(task) && context.deque != nullptr && context.deque->pop_if(task);
 }
 
 // held_reference holds one reference to a task for a scope (none for nullptr).
@@ -256,12 +257,12 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
     return task->is_completed();
   }
   if (too_deep_to_run_here()) return task->is_completed();
-  // A thread outside the task's pool keeps the scheduler alive while it runs its work.
-  scheduler_pin pin(task->owner_index);
-  if (pin.get() == nullptr || !can_retract_here(task)) return task->is_completed();
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
   if (task->target == target_none && took_back(task)) return run_taken_back(task, depth, through);
+  // A thread outside the task's pool keeps the scheduler alive while it runs its work.
+  scheduler_pin pin(task->owner_index);
+  if (pin.get() == nullptr || !can_retract_here(task)) return task->is_completed();
   bool takes_prerequisites = false;
   return task->state.try_begin_execution(takes_prerequisites) ? (run_here(task, takes_prerequisites, depth), true)
                                                               : task->is_completed();
@@ -360,11 +361,12 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
   return true;
 }
 
+void throw_wait_failed(const task_base* task) {
+  throw task_wait_failed(std::string("magpie: get_result on task '") + task->name +
+                         "', which cannot complete while the calling thread's task runs");
+}
+
 void rethrow_if_failed(task_base* task) {
-  if (!task->is_completed()) {
-    throw task_wait_failed(std::string("magpie: get_result on task '") + task->name +
-                           "', which cannot complete while the calling thread's task runs");
-  }
   if (!task->has_flag(has_exception | nested_exception)) return;
   task->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by destroy after the last release
   std::rethrow_exception(failure_of(task));

@@ -91,7 +91,7 @@ class task<void> {
   // rather than hand back a result that was never made.
   void get_result() const {
     check_valid("get_result");
-    wait();
+    if (!base_->is_completed() && !detail::wait(base_, nullptr, &base_)) detail::throw_wait_failed(base_);
     detail::rethrow_if_failed(base_);
   }
 

@@ -262,8 +262,11 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
 // not started; true if it is complete or was run here. `through` as for wait.
 bool try_retract_and_execute(task_base* task, task_base* const* through = nullptr) noexcept;
 
-// rethrow_if_failed rethrows the body's exception, marking it observed.
+// rethrow_if_failed rethrows the body's exception (or a nested task's), marking it observed.
 void rethrow_if_failed(task_base* task);
+
+// throw_wait_failed throws task_wait_failed for a get_result whose wait could not end.
+[[noreturn]] void throw_wait_failed(const task_base* task);
 
 // observe_exception says whether the body threw, marking the exception observed.
 bool observe_exception(task_base* task) noexcept;
