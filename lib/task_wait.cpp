@@ -64,11 +64,13 @@ bool too_deep_to_run_here() noexcept {
          this_thread_context().pool_thread;
 }
 
-// took_back pops `task` off this thread's own deque if it is the newest item there. Only a
+// took_back takes `task` off this thread's own deque if it is the newest item there (a
+// launch followed by its wait), or the oldest (tasks waited for in launch order). Only a
 // thread of the task's scheduler has one (so it needs no pin to run what it takes back).
 bool took_back(task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  return context.owner == owner_of(task) && context.deque != nullptr && context.deque->pop_if(task);
+  if (context.owner != owner_of(task) || context.deque == nullptr) return false;
+  return context.deque->pop_if(task) || context.deque->steal_if(task);
 }
 
 // held_reference holds one reference to a task for a scope (none for nullptr).

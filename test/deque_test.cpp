@@ -42,6 +42,51 @@ TEST_CASE("deque: pop and steal meet in the middle without losing an item") {
   CHECK(deque.empty());
 }
 
+TEST_CASE("deque: the owner takes the oldest item back only if it is the one expected") {
+  work_stealing_deque<int> deque;
+  for (int i = 1; i <= 3; ++i) deque.push(i);
+  CHECK_FALSE(deque.steal_if(2));  // not the oldest
+  CHECK(deque.steal_if(1));
+  CHECK_FALSE(deque.steal_if(1));  // gone
+  CHECK(deque.steal() == 2);
+  CHECK(deque.steal_if(3));  // the last item
+  CHECK(deque.empty());
+  CHECK_FALSE(deque.steal_if(3));
+  deque.push(4);  // the indices still line up
+  CHECK(deque.pop() == 4);
+}
+
+TEST_CASE("deque stress: the owner takes its oldest items back while thieves steal" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    constexpr int count = 100'000;
+    work_stealing_deque<int> deque;
+    std::vector<std::atomic<int>> taken(count);
+    std::atomic<bool> done{false};
+    std::vector<std::thread> thieves;
+    for (int t = 0; t < 2; ++t) {
+      thieves.emplace_back([&] {
+        while (!done.load()) {
+          if (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+        }
+      });
+    }
+    int oldest = 0;
+    for (int i = 0; i < count; ++i) {
+      deque.push(i);
+      if (i % 3 == 2) {  // the owner goes after its oldest, which a thief may have taken
+        for (; oldest <= i; ++oldest) {
+          if (deque.steal_if(oldest)) taken[static_cast<std::size_t>(oldest)].fetch_add(1);
+        }
+      }
+    }
+    while (auto item = deque.pop()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+    done.store(true);
+    for (auto& each : thieves) each.join();
+    while (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+    for (auto& each : taken) CHECK(each.load() == 1);
+  }
+}
+
 TEST_CASE("deque: a run of the newest items is matched and popped at once, never reaching the oldest") {
   work_stealing_deque<int> deque;
   for (int i = 0; i < 6; ++i) deque.push(i);

@@ -1010,3 +1010,18 @@ TEST_CASE("wait: past the standby cap, standby workers start only while every th
   }
   CHECK(ceilings == 1);
 }
+
+TEST_CASE("wait: waiting for this thread's tasks oldest first takes each back, leaving no stale entry") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // launches go to this thread's deque
+  const std::int64_t before = detail::live_tasks();
+  {
+    std::vector<task<int>> handles;
+    for (int i = 0; i < 1000; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+    for (int i = 0; i < 1000; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);  // oldest first
+  }
+  // A task run in place while its entry stayed queued would still be held by that entry.
+  CHECK(detail::live_tasks() == before);
+  pool.detach();
+}

@@ -1,6 +1,7 @@
 // Relacy model of include/magpie/detail/deque.h: the owner pushes past the first ring's
 // capacity (so the ring grows while thieves may be reading the old one), pops, and takes
-// a run of two back at once (pop_newest), while two thieves steal. Every item must be taken exactly once and no slot may be read
+// a run of two back at once (pop_newest), and takes the oldest back (steal_if), while two
+// thieves steal. Every item must be taken exactly once and no slot may be read
 // before it was written.
 //
 // Mutants (run with --mutant=…, must fail):
@@ -36,6 +37,7 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
       deque->push(2);
       deque->push(3);  // grows the ring from 2 to 4 slots
       take(0, deque->pop());
+      if (deque->steal_if(1)) take(0, 1);  // the oldest, the thieves' way: races them for it
       deque->push(4);
       deque->push(5);
       const int newest[] = {5, 4};

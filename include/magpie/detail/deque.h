@@ -131,6 +131,22 @@ class work_stealing_deque {
     return false;
   }
 
+  // steal_if takes the oldest item the way a thief does, but only if it is `expected`: a
+  // waiter running the oldest of its own items (tasks waited for oldest first) takes its
+  // entry back instead of leaving a stale one. Compares without dereferencing, as pop_if.
+  // Owner thread only (so no push or pop of its own runs beside it); races the thieves.
+  bool steal_if(T expected) {
+    check_owner("steal_if");
+    std::int64_t t = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    // The owner wrote every slot itself, and only it overwrites them: the read is of a
+    // value; if a thief took the item meanwhile, the CAS fails.
+    if (t >= b || r->get(t) != expected) return false;
+    return top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                        std::memory_order_relaxed);  // relaxed: the loser takes nothing
+  }
+
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
   std::optional<T> steal() {
