@@ -58,6 +58,14 @@ namespace {
 std::atomic<std::size_t> next_slot_search{0};
 }  // namespace
 
+namespace {
+// next_serial numbers the schedulers the process makes (scheduler::impl::serial).
+std::uint64_t next_serial() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
+}
+}  // namespace
+
 bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
   scheduler::impl* seen = living[index].load(std::memory_order_relaxed);  // relaxed: the CASes below order
   // Open again before the slot is published: the CAS's release carries it to a pinner that
@@ -216,7 +224,7 @@ scheduler_slot::~scheduler_slot() {
 }
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
-    : facade(owner), options(std::move(chosen)), foreground_count(options.workers) {
+    : facade(owner), options(std::move(chosen)), foreground_count(options.workers), serial(next_serial()) {
   // Before any of its tasks exists: their completions' barriers depend on it.
   detail::std_atomics::enable_asymmetric_barriers();
   unsigned total = options.workers + options.background_workers;
@@ -309,6 +317,14 @@ work_item* scheduler::impl::steal(worker* thief) {
       return *item;
     }
   }
+  // relaxed: as named_deques_in_use's
+  for (std::uint32_t in_use = lent_deques_in_use.load(std::memory_order_relaxed); in_use != 0; in_use &= in_use - 1) {
+    auto& victim = lent[static_cast<std::size_t>(std::countr_zero(in_use))].deque;
+    if (auto item = victim.steal()) {
+      if (thief != nullptr) thief->count(thief->stolen);
+      return *item;
+    }
+  }
   return nullptr;
 }
 
@@ -350,10 +366,13 @@ void scheduler::impl::execute(work_item* item, worker* self) {
   const thread_context outer = context;
   if (context.owner != this) {
     // Another scheduler's worker or named thread helping here: its deque is not ours, so
-    // the item must not see it (launches and task_groups inside would push onto it).
+    // the item must not see it (launches and task_groups inside would push onto it). A
+    // thread of no scheduler uses the deque lent to it (lib/lent_deques.cpp).
     context.self = nullptr;
     context.named = -1;
-    context.deque = nullptr;
+    context.deque = outer.owner == nullptr ? lend_deque() : nullptr;
+    context.push_gate = &accepting;
+    context.wakes_workers = !workers.empty();
   }
   context.owner = this;
   context.facade = &facade;
@@ -540,6 +559,9 @@ bool scheduler::impl::quiescent() const {
   }
   for (const named_thread_state& state : named) {
     if (!state.deque.empty()) return false;
+  }
+  for (const lent_deque& each : lent) {
+    if (!each.deque.empty()) return false;
   }
   return parked.load(std::memory_order_seq_cst) == before;
 }

@@ -80,6 +80,15 @@ struct named_queue {
   std::atomic<bool> return_requested{false};
 };
 
+// lent_deque is a deque lent to a thread outside the pool (neither a worker nor attached)
+// that launches on the scheduler: its normal-priority launches go there, workers steal from
+// it, and its waits take their tasks back from it, as an attached thread's do
+// (lib/lent_deques.cpp). A thread keeps it until it exits.
+struct lent_deque {
+  detail::work_stealing_deque<work_item*> deque;
+  std::atomic<bool> lent{false};
+};
+
 // named_thread_state is one named thread's queues and parking spot, plus the deque its
 // own normal-priority launches go to: workers steal from it (UE: the game thread's local
 // queue), and the thread pops from it when it helps.
@@ -222,10 +231,19 @@ struct scheduler::impl {
   void drain_until_quiescent();
   void park_state_change(std::int64_t parked_delta);
   bool accepts_from_this_thread() const;
-  // own_deque is the deque the calling thread pushes its normal work to: a worker's own, or
-  // an attached named thread's; nullptr for standby workers and other threads.
+  // own_deque is the deque the calling thread pushes its normal work to: a worker's own, an
+  // attached named thread's, or, for a thread of no scheduler, one lent to it
+  // (lend_deque); nullptr for standby workers, other schedulers' threads, and a thread
+  // outside the pool when every lent deque is taken.
   detail::work_stealing_deque<work_item*>* own_deque() { return own_deque(this_thread_context()); }
   detail::work_stealing_deque<work_item*>* own_deque(const thread_context& context);
+  // lend_deque is the deque lent to the calling thread (lending one the first time), or
+  // nullptr when all are lent to other threads. The scheduler must be alive: the caller
+  // launches on it, or holds a pin.
+  detail::work_stealing_deque<work_item*>* lend_deque() noexcept;
+  // borrowed_deque is the deque lent to the calling thread, if it holds one.
+  detail::work_stealing_deque<work_item*>* borrowed_deque() noexcept;
+  detail::work_stealing_deque<work_item*>* lend_new_deque() noexcept;
   void discard_stranded_named_work();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.
@@ -252,10 +270,19 @@ struct scheduler::impl {
   std::array<named_thread_state, named_thread::max_count> named;
   // Bit i: named[i].deque has ever been used; thieves and shutdown look only at those.
   std::atomic<std::uint32_t> named_deques_in_use{0};
+
+  // Unique among every scheduler the process ever had: what a thread's record of a lent
+  // deque names its scheduler by (a slot, or an address, may be reused).
+  const std::uint64_t serial;
+  static constexpr std::size_t lent_deque_count = 16;
+  std::array<lent_deque, lent_deque_count> lent;
+  // Bit i: lent[i] has ever been lent; thieves and shutdown look only at those.
+  std::atomic<std::uint32_t> lent_deques_in_use{0};
 };
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const thread_context& context) {
-  return context.owner == this ? context.deque : nullptr;
+  if (context.owner == this) return context.deque;
+  return context.owner == nullptr ? lend_deque() : nullptr;
 }
 
 namespace detail {

@@ -408,13 +408,17 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     task->apply(task_op::run);
     context.running -= counted;
   } else {
-    // A waiter from elsewhere runs it: the body sees the task's scheduler as current.
+    // A waiter from elsewhere runs it: the body sees the task's scheduler as current. A
+    // thread of no scheduler pushes what the body launches (fork-join children included)
+    // onto the deque lent to it, as an attached thread would (lib/lent_deques.cpp).
     thread_context saved = context;
     context.owner = owner;
     context.facade = &owner->facade;
     context.self = nullptr;
     context.named = -1;
-    context.deque = nullptr;
+    context.deque = saved.owner == nullptr ? owner->lend_deque() : nullptr;
+    context.push_gate = &owner->accepting;
+    context.wakes_workers = !owner->workers.empty();
     ++context.running;
     task->apply(task_op::run);
     context.owner = saved.owner;
@@ -422,6 +426,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     context.self = saved.self;
     context.named = saved.named;
     context.deque = saved.deque;
+    context.push_gate = saved.push_gate;
+    context.wakes_workers = saved.wakes_workers;
     context.running = saved.running;
   }
   innermost_running = mine.outer;

@@ -64,13 +64,17 @@ bool too_deep_to_run_here() noexcept {
          this_thread_context().pool_thread;
 }
 
-// took_back takes `task` off this thread's own deque if it is the newest item there (a
-// launch followed by its wait), or the oldest (tasks waited for in launch order). Only a
-// thread of the task's scheduler has one (so it needs no pin to run what it takes back).
-bool took_back(task_base* task) noexcept {
+// took_back takes `task` off `own`, this thread's own deque, if it is the newest item there
+// (a launch followed by its wait), or the oldest (tasks waited for in launch order).
+bool took_back(work_stealing_deque<work_item*>* own, task_base* task) noexcept {
+  return own != nullptr && (own->pop_if(task) || own->steal_if(task));
+}
+
+// own_deque_for is this thread's own deque if it is a thread of `task`'s scheduler (which
+// then needs no pin to run what it takes back from it), else nullptr.
+work_stealing_deque<work_item*>* own_deque_for(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
-  if (context.owner != owner_of(task) || context.deque == nullptr) return false;
-  return context.deque->pop_if(task) || context.deque->steal_if(task);
+  return context.owner == owner_of(task) ? context.deque : nullptr;
 }
 
 // held_reference holds one reference to a task for a scope (none for nullptr).
@@ -204,19 +208,37 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) 
   return true;
 }
 
-// take_back_run takes the newest run of `handles` (up to run_limit) off this thread's own
-// deque at once, when they lie on top of it in that order, into `taken`; returns how many
-// (0 when fewer than two: a single task goes the ordinary way, through retract).
+// take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
+// thread's own deque, at once, when they lie on top of it in that order, into `taken`;
+// returns how many (0 when fewer than two: a single task goes the ordinary way, through
+// retract).
 constexpr std::size_t run_limit = 64;
-std::size_t take_back_run(task_base* const* const* handles, std::size_t count, task_base** taken) noexcept {
-  const thread_context& context = this_thread_context();
-  if (context.owner == nullptr || context.deque == nullptr || count < 2) return 0;
+std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
+                          task_base** taken) noexcept {
+  if (own == nullptr || count < 2) return 0;
   // Each handle is read only once the one before matched: where the newest is not on top
   // (a graph's sink, waiting on its prerequisites) this costs one look, not a run's worth.
   auto expected = [&](std::int64_t i) -> work_item* { return taken[i] = *handles[i]; };
-  auto run = static_cast<std::size_t>(
-      context.deque->newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
-  if (run < 2 || !context.deque->pop_newest(static_cast<std::int64_t>(run))) return 0;
+  auto run = static_cast<std::size_t>(own->newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
+  if (run < 2 || !own->pop_newest(static_cast<std::int64_t>(run))) return 0;
+  return run;
+}
+
+// take_back_and_run takes back the newest run of `handles` (take_back_run) and runs it
+// here; returns how many. A thread of no scheduler looks on the deque lent to it by the
+// first task's scheduler, pinned while it runs them.
+std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
+  task_base* taken[run_limit];
+  std::size_t run = 0;
+  if (count < 2) return 0;
+  if (this_thread_context().owner != nullptr) {
+    run = take_back_run(this_thread_context().deque, handles, count, taken);
+    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
+    return run;
+  }
+  scheduler_pin pin((*handles[0])->owner_index);
+  if (scheduler::impl* owner = pin.get()) run = take_back_run(owner->borrowed_deque(), handles, count, taken);
+  for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
   return run;
 }
 
@@ -261,10 +283,15 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   if (too_deep_to_run_here()) return task->is_completed();
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
-  if (task->target == target_none && took_back(task)) return run_taken_back(task, depth, through);
+  if (task->target == target_none && took_back(own_deque_for(task), task)) return run_taken_back(task, depth, through);
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
   scheduler_pin pin(task->owner_index);
   if (pin.get() == nullptr || !can_retract_here(task)) return task->is_completed();
+  // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
+  if (task->target == target_none && this_thread_context().owner == nullptr &&
+      took_back(pin.get()->borrowed_deque(), task)) {
+    return run_taken_back(task, depth, through);
+  }
   bool takes_prerequisites = false;
   return task->state.try_begin_execution(takes_prerequisites) ? (run_here(task, takes_prerequisites, depth), true)
                                                               : task->is_completed();
@@ -344,10 +371,8 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
   std::size_t next = 0;
   bool runs_likely = true;  // until a look finds none: then the rest go one by one
   while (next < count) {
-    task_base* taken[run_limit];
-    std::size_t run = runs_likely ? take_back_run(handles + next, count - next, taken) : 0;
+    std::size_t run = runs_likely ? take_back_and_run(handles + next, count - next) : 0;
     runs_likely = run != 0;
-    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[next + i]);
     // What the run did not complete (nested tasks still running, another waiter ran it, a
     // body replaced a later handle), and whatever did not lie on the deque, is waited for.
     std::size_t end = next + std::max<std::size_t>(run, 1);

@@ -1,0 +1,141 @@
+// Suite "lent_deques": a thread of no scheduler that launches (`main` with a plain
+// scheduler) borrows one of its deques (lib/lent_deques.cpp): its launches go there, its
+// waits take them back, workers steal from it, and it hands the deque back when it exits.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+TEST_CASE("lent_deques: an unattached thread's launches are taken back by its waits, leaving nothing queued") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  const std::int64_t before = detail::live_tasks();
+  const std::thread::id me = std::this_thread::get_id();
+  SUBCASE("wait_all, in runs") {
+    std::vector<task<int>> handles;
+    for (int i = 0; i < 1000; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+    CHECK(wait_all(handles));
+    for (int i = 0; i < 1000; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);
+  }
+  SUBCASE("one by one, oldest first and newest first") {
+    std::vector<task<std::thread::id>> handles;
+    for (int i = 0; i < 500; ++i) handles.push_back(pool.launch("part", [] { return std::this_thread::get_id(); }));
+    for (std::size_t i = 0; i < 250; ++i) CHECK(handles[i].get_result() == me);
+    for (std::size_t i = 500; i-- > 250;) CHECK(handles[i].get_result() == me);
+  }
+  // A task run in place while its entry stayed queued would still be held by the entry.
+  CHECK(detail::live_tasks() == before);
+}
+
+TEST_CASE("lent_deques: workers steal from the deque lent to an unattached thread") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  std::atomic<int> ran{0};
+  std::vector<task<>> handles;
+  for (int i = 0; i < 1000; ++i) handles.push_back(pool.launch("part", [&ran] { ran.fetch_add(1); }));
+  while (ran.load() != 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));  // no retraction here
+  CHECK(pool.counters().stolen > 0);
+  CHECK(wait_all(handles));
+}
+
+TEST_CASE("lent_deques: tasks left on the deque of a thread that exited still run") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    std::vector<task<>> handles;
+    std::thread([&] {
+      for (int i = 0; i < 300; ++i) handles.push_back(pool.launch("orphaned", [&ran] { ran.fetch_add(1); }));
+    }).join();
+    // The deque went back with its thread; the tasks are this thread's to retract, or the
+    // workers' to steal. Its next borrower inherits what is left.
+    for (std::size_t i = 0; i < handles.size(); i += 2) handles[i].wait();
+    std::thread([&] { CHECK(wait_all(handles)); }).join();
+    CHECK(ran.load() == 300);
+  }
+}
+
+TEST_CASE("lent_deques: a thread holding a destroyed scheduler's deque borrows afresh from the next") {
+  no_leaks leaks;
+  std::thread user([] {
+    for (int round = 0; round < 20; ++round) {
+      auto pool = std::make_unique<scheduler>(test::options_with(round % 2));
+      std::vector<task<int>> handles;
+      for (int i = 0; i < 50; ++i) handles.push_back(pool->launch("part", [i] { return i; }));
+      CHECK(wait_all(handles));
+      for (int i = 0; i < 50; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);
+      handles.clear();
+      pool.reset();  // this thread still records the deque it held: stale from here on
+    }
+  });
+  user.join();  // hands back what it still records: every record is stale
+}
+
+TEST_CASE("lent_deques: more unattached threads than deques to lend launch through the shared queue") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> users;
+  std::atomic<int> ready{0};
+  for (int t = 0; t < 24; ++t) {
+    users.emplace_back([&] {
+      std::vector<task<int>> handles;
+      for (int i = 0; i < 20; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+      ready.fetch_add(1);
+      while (ready.load() != 24) std::this_thread::yield();  // every thread holds what it got
+      for (int i = 0; i < 20; ++i) {
+        if (handles[static_cast<std::size_t>(i)].get_result() != i) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& each : users) each.join();
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("lent_deques stress: short-lived threads launch and wait while workers steal, then the scheduler goes" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < 5 * test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 4u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      auto pool = std::make_unique<scheduler>(test::options_with(workers));
+      std::atomic<int> wrong{0};
+      std::vector<std::thread> users;
+      for (int t = 0; t < 8; ++t) {
+        users.emplace_back([&, t] {
+          for (int round = 0; round < 10; ++round) {
+            std::vector<task<int>> handles;
+            for (int i = 0; i < 40; ++i) {
+              handles.push_back(pool->launch("part", [i, t] {
+                task_group children;  // fork-join inside: onto the lent deque when retracted here
+                std::atomic<int> sum{0};
+                for (int k = 0; k <= i % 4; ++k) children.run([&sum, k] { sum.fetch_add(k); });
+                children.wait();
+                return i + t + sum.load() - (i % 4) * (i % 4 + 1) / 2;
+              }));
+            }
+            for (std::size_t i = 0; i < handles.size(); ++i) {
+              std::size_t pick = (round % 2 == 0) ? i : handles.size() - 1 - i;
+              if (handles[pick].get_result() != static_cast<int>(pick) + t) wrong.fetch_add(1);
+            }
+          }
+        });
+      }
+      for (auto& each : users) each.join();
+      pool.reset();
+      CHECK(wrong.load() == 0);
+    }
+  }
+}
