@@ -67,7 +67,7 @@ bool too_deep_to_run_here() noexcept {
 // took_back takes `task` off `own`, this thread's own deque, if it is the newest item there
 // (a launch followed by its wait), or the oldest (tasks waited for in launch order).
 bool took_back(work_stealing_deque<work_item*>* own, task_base* task) noexcept {
-  return own != nullptr && (own->pop_if(task) || own->steal_if(task));
+  return own != nullptr && own->take_back(task);
 }
 
 // own_deque_for is this thread's own deque if it is a thread of `task`'s scheduler (which

@@ -56,6 +56,18 @@ TEST_CASE("deque: the owner takes the oldest item back only if it is the one exp
   CHECK(deque.pop() == 4);
 }
 
+TEST_CASE("deque: take_back takes the expected item from the newest end, else the oldest") {
+  work_stealing_deque<int> deque;
+  for (int i = 1; i <= 4; ++i) deque.push(i);
+  CHECK(deque.take_back(4));      // the newest
+  CHECK(deque.take_back(1));      // the oldest
+  CHECK_FALSE(deque.take_back(2 + 5));  // neither end
+  CHECK_FALSE(deque.take_back(1));      // gone already
+  CHECK(deque.pop() == 3);
+  CHECK(deque.pop() == 2);
+  CHECK(deque.empty());
+}
+
 TEST_CASE("deque stress: the owner takes its oldest items back while thieves steal" * doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
     constexpr int count = 100'000;

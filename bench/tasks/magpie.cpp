@@ -105,4 +105,42 @@ int main(int argc, char** argv) {
     bench::record(chosen, "magpie", "linear_chain_build_run", std::to_string(chain), threads, build_and_run, chain);
     pool.detach();
   }
+
+  // The same shapes as a newcomer writes them: a plain scheduler used from `main`, which is
+  // not attached (docs/benchmarks.md, "Which rows attach").
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(bench::magpie_options(threads));
+
+    auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
+      std::size_t sum = 0;
+      for (std::size_t i = 0; i < singles; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
+      check(sum == singles * (singles - 1) / 2, "one at a time, unattached");
+    });
+    bench::record(chosen, "magpie", "task_empty_one_at_a_time_unattached", std::to_string(singles), threads, one_at_a_time,
+                  singles);
+
+    std::vector<magpie::task<>> handles;
+    handles.reserve(batch);
+    auto batched = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::size_t> ran{0};
+      for (std::size_t i = 0; i < batch; ++i) {
+        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after wait_all
+      }
+      magpie::wait_all(handles);
+      handles.clear();
+      check(ran.load() == batch, "batch, unattached");
+    });
+    bench::record(chosen, "magpie", "task_empty_batch_unattached", std::to_string(batch), threads, batched, batch);
+
+    auto oldest_first = bench::time_runs(chosen.runs, [&] {
+      std::atomic<std::size_t> ran{0};
+      for (std::size_t i = 0; i < batch; ++i) {
+        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the waits
+      }
+      for (auto& each : handles) each.wait();  // in launch order, one by one
+      handles.clear();
+      check(ran.load() == batch, "oldest first, unattached");
+    });
+    bench::record(chosen, "magpie", "task_wait_oldest_first_unattached", std::to_string(batch), threads, oldest_first, batch);
+  }
 }

@@ -68,6 +68,30 @@ int main(int argc, char** argv) {
       });
       bench::record(chosen, "tbb", "task_empty_batch", std::to_string(batch), threads, batched, batch);
 
+      // oneTBB has one way to write these: task_group from the calling thread, which joins
+      // the arena. Measured again for the rows magpie runs unattached.
+      auto batched_again = bench::time_runs(chosen.runs, [&] {
+        std::atomic<std::size_t> ran{0};
+        task_group group;
+        for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+        group.wait();
+        check(ran.load() == batch, "batch");
+      });
+      bench::record(chosen, "tbb", "task_empty_batch_unattached", std::to_string(batch), threads, batched_again, batch);
+      auto one_at_a_time_again = bench::time_runs(chosen.runs, [&] {
+        std::size_t sum = 0;
+        for (std::size_t i = 0; i < singles; ++i) {
+          task_group group;
+          std::size_t value = 0;
+          group.run([&value, i] { value = i; });
+          group.wait();
+          sum += value;
+        }
+        check(sum == singles * (singles - 1) / 2, "one at a time");
+      });
+      bench::record(chosen, "tbb", "task_empty_one_at_a_time_unattached", std::to_string(singles), threads,
+                    one_at_a_time_again, singles);
+
       std::vector<double> latencies;
       for (int sample = 0; sample < 1000; ++sample) {
         auto start = std::chrono::steady_clock::now();

@@ -103,6 +103,18 @@ class work_stealing_deque {
     return pop_at(b, r).has_value();  // a thief may have taken it meanwhile: pop settles that
   }
 
+  // take_back takes `expected` back if it is the newest item (pop_if) or, failing that, the
+  // oldest (steal_if). When the newest slot holds it, the oldest end is not looked at: the
+  // item is taken from there or a thief has it, and top's cache line is the thieves'.
+  // Owner thread only.
+  bool take_back(T expected) {
+    check_owner("take_back");
+    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    if (b >= 0 && r->get(b) == expected) return pop_at(b, r).has_value();  // a thief may have it: pop settles that
+    return steal_if(expected);
+  }
+
   // newest_matching counts how many of the newest items are expected(0), expected(1), …
   // (newest first), up to `count`, asking for each only after the one before matched.
   // Compares without dereferencing, as pop_if. Owner thread only.
