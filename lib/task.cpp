@@ -139,6 +139,8 @@ bool give_up_on(task_base* task, bool takes_prerequisites) noexcept {
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
+  // As finish_body: before the release that may complete it (nothing nested: it never ran).
+  if (task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
   return task->state.release_part();
 }
 
@@ -436,11 +438,23 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
 bool finish_body(task_base* task) noexcept {
   // Only the body adds nested tasks, so with none added no other thread writes num_locks.
   if (task->extras == nullptr || task->extras->nested == nullptr) {
+    // Complete by the store below (a waiter may see "finished" before the list closes): a
+    // piped task leaves its pipe's count of uncompleted tasks first.
+    if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
     task->state.release_unshared_part();
     return true;
   }
   // Before the body's part goes: a waiter that sees the flag may walk the nested list.
   task->flags.fetch_or(body_returned, std::memory_order_release);  // release: pairs with retract's has_flag
+  return release_part_of(task);
+}
+
+bool release_part_of(task_base* task) noexcept {
+  magpie::pipe* piped_into = task->extras != nullptr ? task->extras->pipe : nullptr;
+  if (piped_into == nullptr) return task->state.release_part();
+  if (task->state.release_part_unless_last()) return false;  // other parts remain
+  // The last part of a piped task: it leaves its pipe's count before it is complete.
+  pipe_access::task_completing(*piped_into);
   return task->state.release_part();
 }
 
@@ -580,13 +594,19 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   // The slot's reference goes with the link, for a waiter that retracts this task: it runs
   // the previous one first (lib/task_wait.cpp). Stored before the push: once linked, the
   // task may run, complete and drop it.
+  // And this thread holds one of its own over the push: once linked, the task may run,
+  // complete and drop the link's while the push still looks at `previous`.
   std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;
+  add_reference(previous);
   predecessor.store(previous, std::memory_order_release);  // release: pairs with the retracting waiter's exchange
-  if (push_subsequent(previous, &edge)) return;
-  // The previous one already completed: take the reference back (unless a waiter holds it
-  // just now: then the task's completion or destruction drops it).
-  if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) release(back);  // acquire: pairs with a waiter's putting it back
-  lock_released(task, task->state.release_lock());
+  const bool linked = push_subsequent(previous, &edge);
+  if (!linked) {
+    // The previous one already completed: take the link's reference back (unless a waiter
+    // holds it just now: then the task's completion or destruction drops it).
+    if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) release(back);  // acquire: pairs with a waiter's putting it back
+  }
+  release(previous);
+  if (!linked) lock_released(task, task->state.release_lock());
 }
 
 void ready_loop::ready(task_base* task) noexcept {
@@ -783,7 +803,7 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
         break;
       case edge_kind::nested:
         hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
-        if (subsequent->state.release_part()) {
+        if (release_part_of(subsequent)) {
           completed(subsequent, true);  // the edge's reference goes after its completion
         } else {
           release(subsequent);
@@ -801,7 +821,6 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
 void ready_loop::finish(task_base* task) noexcept {
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   if (task->extras != nullptr) settle_extras(task);
-  if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
   task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
                                                              : task->subsequents.close();

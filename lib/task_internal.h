@@ -148,6 +148,12 @@ void drop_nested_hold(task_extras& extras) noexcept;
 // completed the task (no nested task still running): the caller completes it.
 bool finish_body(task_base* task) noexcept;
 
+// release_part_of releases one part (the body's or a nested task's) of a running task;
+// true when it was the last: the caller completes the task. A piped task leaves its pipe's
+// count of uncompleted tasks just before its last part goes (pipe::has_work, ~pipe): a
+// waiter may see it complete by that release, before its list closes.
+bool release_part_of(task_base* task) noexcept;
+
 // is_running_here says whether this thread is inside `task`'s body (directly or in a task
 // that body is running inline).
 bool is_running_here(const task_base* task) noexcept;

@@ -185,6 +185,20 @@ class task_state {
     return (num_locks_.fetch_sub(1, std::memory_order_acq_rel) & ~finishes_open) == (execution_flag | 1);
   }
 
+  // release_part_unless_last ends the body or one nested task like release_part, unless it
+  // is the last part: then it releases nothing and returns false, and the caller does what
+  // must precede completion before release_part (a piped task leaving its pipe's count).
+  // Whoever holds the last part holds the only one: nothing can be added to it meanwhile.
+  bool release_part_unless_last() noexcept {
+    std::uint32_t word = num_locks_.load(std::memory_order_relaxed);  // relaxed: the CAS decides
+    do {
+      if ((word & ~(marks | execution_flag)) == 1) return false;
+      // acq_rel: as release_part's (this is never the last part)
+    } while (!num_locks_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed));  // relaxed: we only retry
+    return true;
+  }
+
   // is_ready says whether every lock is gone and execution has not begun.
   bool is_ready() const noexcept {
     return (num_locks_.load(std::memory_order_seq_cst) & ~prerequisites_claimed) == 0;  // seq_cst: the waiter's half of release_lock's pairing
