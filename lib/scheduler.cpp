@@ -608,8 +608,12 @@ void scheduler::impl::drain_until_quiescent() {
       parking_news.cancel_wait();
       break;
     }
+    // Work pushed by a thread outside the pool wakes nobody when there are no workers: look
+    // again rather than wait for a park that never comes.
     bool queued = false;
     for (const counted_queue& queue : injection) queued = queued || !queue.looks_empty();
+    for (const lent_deque& each : lent) queued = queued || !each.deque.empty();
+    for (const named_thread_state& state : named) queued = queued || !state.deque.empty();
     if (queued) {
       parking_news.cancel_wait();
       continue;
