@@ -107,7 +107,8 @@ def main():
             params[workload].append(param)
     keys = sorted(rows, key=lambda key: (workloads.index(key[0]), params[key[0]].index(key[1]), key[2]))
     peers = ordered_peers(rows)
-    header = f"{'workload':<24} {'param':<9} {'thr':>3}  {'magpie':>10}"
+    name_width = max([24] + [len(workload) for workload in workloads])  # the newcomer rows' names are long
+    header = f"{'workload':<{name_width}} {'param':<9} {'thr':>3}  {'magpie':>10}"
     header += "".join(f"  {peer:>11} {'ratio':>6}" for peer in peers) + ("" if args.memory else "  speedup")
     print(header)
     print("-" * len(header))
@@ -118,7 +119,7 @@ def main():
             print()
         previous = workload.split("_")[0]
         mine = systems.get("magpie")
-        line = f"{workload:<24} {param:<9} {threads:>3}  {cell(mine, args.memory):>10}"
+        line = f"{workload:<{name_width}} {param:<9} {threads:>3}  {cell(mine, args.memory):>10}"
         for peer in peers:
             theirs = systems.get(peer)
             line += f"  {cell(theirs, args.memory):>11} {ratio(mine, theirs, field):>6}"

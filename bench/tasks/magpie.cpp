@@ -16,6 +16,31 @@ void check(bool right, const char* what) {
   if (!right) throw std::runtime_error(std::string("wrong answer: ") + what);
 }
 
+// one_at_a_time launches `count` tasks, each waited for (get_result) before the next.
+void one_at_a_time(magpie::scheduler& pool, std::size_t count) {
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < count; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
+  check(sum == count * (count - 1) / 2, "one at a time");
+}
+
+// launch_batch launches `count` empty tasks into `handles`, then `wait` waits for them.
+template <class Wait>
+void launch_batch(magpie::scheduler& pool, std::size_t count, std::vector<magpie::task<>>& handles, Wait&& wait) {
+  std::atomic<std::size_t> ran{0};
+  for (std::size_t i = 0; i < count; ++i) {
+    handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the wait
+  }
+  wait(handles);
+  handles.clear();
+  check(ran.load() == count, "batch");
+}
+
+void wait_all_at_once(std::vector<magpie::task<>>& handles) { magpie::wait_all(handles); }
+
+void wait_oldest_first(std::vector<magpie::task<>>& handles) {
+  for (auto& each : handles) each.wait();  // in launch order, one by one
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,24 +71,12 @@ int main(int argc, char** argv) {
     magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);
 
-    auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
-      std::size_t sum = 0;
-      for (std::size_t i = 0; i < singles; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
-      check(sum == singles * (singles - 1) / 2, "one at a time");
-    });
-    bench::record(chosen, "magpie", "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
+    auto singly = bench::time_runs(chosen.runs, [&] { one_at_a_time(pool, singles); });
+    bench::record(chosen, "magpie", "task_empty_one_at_a_time", std::to_string(singles), threads, singly, singles);
 
     std::vector<magpie::task<>> handles;
     handles.reserve(batch);
-    auto batched = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
-      for (std::size_t i = 0; i < batch; ++i) {
-        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after wait_all
-      }
-      magpie::wait_all(handles);
-      handles.clear();
-      check(ran.load() == batch, "batch");
-    });
+    auto batched = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_all_at_once); });
     bench::record(chosen, "magpie", "task_empty_batch", std::to_string(batch), threads, batched, batch);
 
     std::vector<double> latencies;
@@ -111,36 +124,15 @@ int main(int argc, char** argv) {
   for (unsigned threads : chosen.threads) {
     magpie::scheduler pool(bench::magpie_options(threads));
 
-    auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
-      std::size_t sum = 0;
-      for (std::size_t i = 0; i < singles; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
-      check(sum == singles * (singles - 1) / 2, "one at a time, unattached");
-    });
-    bench::record(chosen, "magpie", "task_empty_one_at_a_time_unattached", std::to_string(singles), threads, one_at_a_time,
-                  singles);
+    auto singly = bench::time_runs(chosen.runs, [&] { one_at_a_time(pool, singles); });
+    bench::record(chosen, "magpie", "task_empty_one_at_a_time_unattached", std::to_string(singles), threads, singly, singles);
 
     std::vector<magpie::task<>> handles;
     handles.reserve(batch);
-    auto batched = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
-      for (std::size_t i = 0; i < batch; ++i) {
-        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after wait_all
-      }
-      magpie::wait_all(handles);
-      handles.clear();
-      check(ran.load() == batch, "batch, unattached");
-    });
+    auto batched = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_all_at_once); });
     bench::record(chosen, "magpie", "task_empty_batch_unattached", std::to_string(batch), threads, batched, batch);
 
-    auto oldest_first = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
-      for (std::size_t i = 0; i < batch; ++i) {
-        handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the waits
-      }
-      for (auto& each : handles) each.wait();  // in launch order, one by one
-      handles.clear();
-      check(ran.load() == batch, "oldest first, unattached");
-    });
+    auto oldest_first = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_oldest_first); });
     bench::record(chosen, "magpie", "task_wait_oldest_first_unattached", std::to_string(batch), threads, oldest_first, batch);
   }
 }

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   for (unsigned threads : chosen.threads) {
     task_arena arena(static_cast<int>(threads));
     arena.execute([&] {
-      auto one_at_a_time = bench::time_runs(chosen.runs, [&] {
+      auto singly = [&] {
         std::size_t sum = 0;
         for (std::size_t i = 0; i < singles; ++i) {
           task_group group;
@@ -56,39 +56,25 @@ int main(int argc, char** argv) {
           sum += value;
         }
         check(sum == singles * (singles - 1) / 2, "one at a time");
-      });
-      bench::record(chosen, "tbb", "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
-
-      auto batched = bench::time_runs(chosen.runs, [&] {
+      };
+      auto batch_of_empty = [&] {
         std::atomic<std::size_t> ran{0};
         task_group group;
         for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
         group.wait();
         check(ran.load() == batch, "batch");
-      });
+      };
+      auto one_at_a_time = bench::time_runs(chosen.runs, singly);
+      bench::record(chosen, "tbb", "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
+
+      auto batched = bench::time_runs(chosen.runs, batch_of_empty);
       bench::record(chosen, "tbb", "task_empty_batch", std::to_string(batch), threads, batched, batch);
 
       // oneTBB has one way to write these: task_group from the calling thread, which joins
       // the arena. Measured again for the rows magpie runs unattached.
-      auto batched_again = bench::time_runs(chosen.runs, [&] {
-        std::atomic<std::size_t> ran{0};
-        task_group group;
-        for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
-        group.wait();
-        check(ran.load() == batch, "batch");
-      });
+      auto batched_again = bench::time_runs(chosen.runs, batch_of_empty);
       bench::record(chosen, "tbb", "task_empty_batch_unattached", std::to_string(batch), threads, batched_again, batch);
-      auto one_at_a_time_again = bench::time_runs(chosen.runs, [&] {
-        std::size_t sum = 0;
-        for (std::size_t i = 0; i < singles; ++i) {
-          task_group group;
-          std::size_t value = 0;
-          group.run([&value, i] { value = i; });
-          group.wait();
-          sum += value;
-        }
-        check(sum == singles * (singles - 1) / 2, "one at a time");
-      });
+      auto one_at_a_time_again = bench::time_runs(chosen.runs, singly);
       bench::record(chosen, "tbb", "task_empty_one_at_a_time_unattached", std::to_string(singles), threads,
                     one_at_a_time_again, singles);
 
