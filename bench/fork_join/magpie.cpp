@@ -7,6 +7,7 @@
 #include <magpie/magpie.h>
 
 #include <functional>
+#include <stdexcept>
 
 namespace {
 
@@ -41,5 +42,20 @@ int main(int argc, char** argv) {
     pool.attach(magpie::named_thread::game);
     workloads::run_all<magpie_system>(chosen, "magpie", threads, [](auto&& work) { work(); });
     pool.detach();
+  }
+
+  // A root task launched and waited for from an unattached `main`, as a newcomer writes it:
+  // `main` retracts the root and runs its fork-join children (compare with "fib").
+  const int fib_n = chosen.quick ? 27 : 30;
+  const long expected = workloads::serial_fib(fib_n);
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(bench::magpie_options(threads));
+    auto root_runs = bench::time_runs(chosen.runs, [&] {
+      long result = 0;
+      pool.launch("fib root", [&result, fib_n] { result = workloads::fib<magpie_system>(fib_n, 2); }).wait();
+      if (result != expected) throw std::runtime_error("wrong answer: fib root");
+    });
+    bench::record(chosen, "magpie", "fib_root_unattached", std::to_string(fib_n), threads, root_runs,
+                  static_cast<std::uint64_t>(workloads::fib_calls(fib_n, 2)));
   }
 }
