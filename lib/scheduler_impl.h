@@ -187,8 +187,9 @@ class scheduler_slot {
 // waiter retracting one of its tasks, say. get() is the scheduler, or nullptr once it is
 // going (close): then the thread must leave its work alone. A pin costs such a thread two
 // stores and a load (the light half of an asymmetric barrier, whose heavy half close
-// makes); a thread of the scheduler's own pins nothing. Never block while pinned: the
-// scheduler's destructor waits for the pin to go.
+// makes); a thread of the scheduler's own pins nothing. The destructor waits for every
+// pin to go: hold one around the scheduler's work (a body it runs, which may block as a
+// worker's would) and short looks, never around a wait of the pinner's own.
 class scheduler_pin {
  public:
   explicit scheduler_pin(std::uint8_t index) noexcept;
