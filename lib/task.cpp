@@ -511,7 +511,7 @@ void add_nested(task_base* nested) noexcept {
   edge->subsequent = parent;
   edge->prerequisite = nested;
   edge->kind = edge_kind::nested;
-  add_reference(nested);  // for retraction, until the parent completes
+  add_reference(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
   add_reference(parent);  // the edge's: the parent may complete after its body returns
   parent->state.add_nested_lock();
   task_extras& extras = parent->ensure_extras();
@@ -592,9 +592,8 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   edge.prerequisite = previous;
   edge.kind = edge_kind::pipe;
   // The slot's reference goes with the link, for a waiter that retracts this task: it runs
-  // the previous one first (lib/task_wait.cpp). Stored before the push: once linked, the
-  // task may run, complete and drop it.
-  // And this thread holds one of its own over the push: once linked, the task may run,
+  // the previous one first (lib/task_wait.cpp). It is stored before the push, and this
+  // thread holds a reference of its own over the push: once linked, the task may run,
   // complete and drop the link's while the push still looks at `previous`.
   std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;
   add_reference(previous);
