@@ -49,11 +49,23 @@ def load_records(paths):
     return {key: merge_rounds(records) for key, records in found.items()}
 
 
+UNATTACHED = "_unattached"
+
+
 def load(paths):
-    """Returns {(workload, param, threads): {system: record}} in the order first seen."""
+    """Returns {(workload, param, threads): {system: record}} in the order first seen.
+
+    A peer is called from `main` the same way whether magpie's row attaches or not, so a
+    peer without its own `…_unattached` row is compared through its measurement of the
+    attached row's workload (docs/benchmarks.md, "Which rows attach")."""
     rows = {}
     for (workload, param, system, threads), record in load_records(paths).items():
         rows.setdefault((workload, param, threads), {})[system] = record
+    for (workload, param, threads), systems in rows.items():
+        if workload.endswith(UNATTACHED):
+            same_code = rows.get((workload[: -len(UNATTACHED)], param, threads), {})
+            for system, record in same_code.items():
+                systems.setdefault(system, record)
     return rows
 
 

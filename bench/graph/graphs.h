@@ -2,6 +2,8 @@
 // as predecessor lists, so that every system builds and runs the same graph:
 //   binary_tree   a complete binary tree, each node after its parent (Taskflow's
 //                 binary_tree: fan-out, one prerequisite per task)
+//   chain         a linear chain, each node after the one before (Taskflow's linear_chain:
+//                 no parallelism at all, so extra threads can only cost)
 //   wavefront     an n × n grid, each block after the one above and the one to its left
 //                 (Taskflow's wavefront with an empty block body: pure DAG overhead)
 //   random_dag    fixed-seed random DAG, each node after 1–4 nodes among the 1024 before
@@ -52,6 +54,13 @@ inline dag binary_tree(unsigned levels) {
   return made;
 }
 
+inline dag chain(std::uint32_t nodes) {
+  dag made{"chain", std::to_string(nodes)};
+  made.add({});
+  for (std::uint32_t node = 1; node < nodes; ++node) made.add({node - 1});
+  return made;
+}
+
 inline dag wavefront(std::uint32_t n) {
   dag made{"wavefront", std::to_string(n) + "x" + std::to_string(n)};
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -98,13 +107,16 @@ struct node_body {
 };
 
 inline std::vector<dag> all(bool quick) {
-  return {binary_tree(quick ? 16 : 20), wavefront(quick ? 256 : 1024), random_dag(quick ? 1u << 16 : 1u << 20)};
+  return {binary_tree(quick ? 16 : 20), chain(quick ? 1u << 16 : 1u << 20), wavefront(quick ? 256 : 1024),
+          random_dag(quick ? 1u << 16 : 1u << 20)};
 }
 
 // run_all measures every graph on a system whose `run(graph, body)` builds the graph's
-// tasks, runs them to completion and tears them down.
+// tasks, runs them to completion and tears them down; `suffix` names a variant of the rows
+// (the workload is the graph's name followed by it).
 template <class Run>
-void run_all(const bench::options& chosen, const std::string& system, unsigned threads, Run&& run) {
+void run_all(const bench::options& chosen, const std::string& system, unsigned threads, Run&& run,
+             const std::string& suffix = "") {
   for (const dag& graph : all(chosen.quick)) {
     std::vector<std::uint64_t> depth(graph.size());
     node_body body{&graph, depth.data()};
@@ -118,7 +130,7 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
       for (std::uint64_t each : depth) sum += each;
       if (sum != expected) throw std::runtime_error("wrong answer: " + graph.name);
     });
-    bench::record(chosen, system, graph.name, graph.param, threads, runs, graph.size());
+    bench::record(chosen, system, graph.name + suffix, graph.param, threads, runs, graph.size());
   }
 }
 
