@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       pool.launch("fib root", [&result, fib_n] { result = workloads::fib<magpie_system>(fib_n, 2); }).wait();
       if (result != expected) throw std::runtime_error("wrong answer: fib root");
     });
-    bench::record(chosen, "magpie", "fib_root_unattached", std::to_string(fib_n), threads, root_runs,
+    bench::record(chosen, "magpie", "fib_unattached", std::to_string(fib_n), threads, root_runs,
                   static_cast<std::uint64_t>(workloads::fib_calls(fib_n, 2)));
   }
 }
