@@ -1,0 +1,106 @@
+// The moonshot shapes of issue 30 in isolation, for instruction counts: one task at a time
+// (launch, run, wait, release), a chain hop (the chain built first, then run), and fib's
+// spawn-join per call, each on one thread, attached unless --unattached. Every shape runs in a function of its
+// own, `measured_<shape>`, which tools/instructions.sh hands to callgrind's toggle-collect:
+// the count per task is then that function's instructions over its tasks, with nothing of
+// the set-up. Run natively, it prints the time per task too (median of --runs). With
+// --unattached the calling thread is left as `main` is, attached to nothing.
+//   bench_per_task_magpie --shape chain --tasks 65536 --runs 5
+#include "../common/magpie_threads.h"
+#include "../fork_join/workloads.h"
+
+#include <CLI/CLI.hpp>
+#include <magpie/magpie.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+struct magpie_system {  // fib's spawn-join, as bench/fork_join/magpie.cpp does it
+  template <class A, class B>
+  static void spawn_join(A&& a, B&& b) {
+    magpie::task_group group;
+    group.run(std::forward<A>(a));
+    b();
+    group.wait();
+  }
+};
+
+[[gnu::noinline]] std::size_t measured_one_at_a_time(magpie::scheduler& pool, std::size_t tasks) {
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < tasks; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
+  return sum;
+}
+
+[[gnu::noinline]] void measured_chain(magpie::task_event& gate, magpie::task<>& last) {
+  gate.trigger();
+  last.wait();
+}
+
+[[gnu::noinline]] long measured_fib(int n) { return workloads::fib<magpie_system>(n, 2); }
+
+// run_once runs `shape` over about `tasks` tasks and returns the seconds the measured
+// function took and the tasks it ran.
+std::pair<double, std::size_t> run_once(magpie::scheduler& pool, const std::string& shape, std::size_t tasks) {
+  using clock = std::chrono::steady_clock;
+  if (shape == "one_at_a_time") {
+    auto start = clock::now();
+    std::size_t sum = measured_one_at_a_time(pool, tasks);
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (sum != tasks * (tasks - 1) / 2) throw std::runtime_error("one_at_a_time: wrong sum");
+    return {seconds, tasks};
+  }
+  if (shape == "chain") {
+    std::size_t hops = 0;
+    magpie::task_event gate("gate", pool);
+    magpie::task<> last = gate;
+    for (std::size_t i = 0; i < tasks; ++i) last = pool.launch("hop", [&hops] { ++hops; }, last);
+    auto start = clock::now();
+    measured_chain(gate, last);
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (hops != tasks) throw std::runtime_error("chain: wrong hop count");
+    return {seconds, tasks};
+  }
+  if (shape == "fib") {
+    int n = 2;
+    while (workloads::fib_calls(n + 1, 2) <= static_cast<double>(tasks)) ++n;
+    auto start = clock::now();
+    long result = measured_fib(n);
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (result != workloads::serial_fib(n)) throw std::runtime_error("fib: wrong result");
+    return {seconds, static_cast<std::size_t>(workloads::fib_calls(n, 2))};
+  }
+  throw std::invalid_argument("unknown shape '" + shape + "' (one_at_a_time, chain, fib)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"magpie per-task costs of the moonshot shapes, one attached thread"};
+  std::string shape = "one_at_a_time";
+  std::size_t tasks = 1u << 16;
+  int runs = 5;
+  bool unattached = false;
+  app.add_option("--shape", shape, "one_at_a_time, chain or fib");
+  app.add_option("--tasks", tasks, "tasks per run (fib: the largest fib with at most this many calls)");
+  app.add_option("--runs", runs, "runs after one warm-up; the median is printed")->check(CLI::PositiveNumber);
+  app.add_flag("--unattached", unattached, "launch from this thread without attaching it, as a plain main does");
+  CLI11_PARSE(app, argc, argv);
+
+  magpie::scheduler pool(bench::magpie_options(1));
+  if (!unattached) pool.attach(magpie::named_thread::game);
+  run_once(pool, shape, tasks);  // warm-up: the task pool's slabs, the deque's array
+  std::vector<double> per_task;
+  for (int run = 0; run < runs; ++run) {
+    auto [seconds, ran] = run_once(pool, shape, tasks);
+    per_task.push_back(seconds * 1e9 / static_cast<double>(ran));
+  }
+  std::sort(per_task.begin(), per_task.end());
+  std::printf("%s: %zu tasks per run, median %.1f ns per task over %d runs\n", shape.c_str(),
+              run_once(pool, shape, tasks).second, per_task[per_task.size() / 2], runs);
+  if (!unattached) pool.detach();
+}
