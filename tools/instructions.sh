@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per task of issue 30's moonshot shapes (one task at a time, a chain hop, a
 # fib call), counted by callgrind over each shape's `measured_<shape>` function alone
-# (bench/per_task/magpie.cpp), beside the native time per task of the same program.
+# (bench/per_task/magpie.cpp), beside the native time per task of the same program and the
+# serializing instructions per task among them (locked read-modify-writes, xchg with
+# memory, mfence: each costs several ns whatever else the path does), named by function.
 # Instruction counts do not depend on a noisy host, so they show what a change to the hot
 # paths did when the times cannot.
 #   tools/instructions.sh                 every shape, 2^16 tasks
@@ -27,15 +29,52 @@ shapes=("$@")
 tasks=65536
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-printf '%-14s %12s %14s\n' shape "ns/task" "instr/task"
+# serializing <callgrind file> <program> <calls>: the locked instructions executed per task,
+# from callgrind's per-instruction counts and the program's disassembly.
+serializing() {
+  python3 - "$@" <<'PY'
+import re, subprocess, sys
+out, program, calls = sys.argv[1], sys.argv[2], float(sys.argv[3])
+locked = {}  # address -> (function, mnemonic)
+function = None
+listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", program], capture_output=True, text=True, check=True)
+for line in listing.stdout.splitlines():
+    if (named := re.match(r"^[0-9a-f]+ <(.*)>:$", line)):
+        function = named.group(1)
+    elif (instruction := re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(\S*)", line)):
+        address, mnemonic, operand = int(instruction.group(1), 16), instruction.group(2), instruction.group(3)
+        if mnemonic == "lock" or mnemonic == "mfence" or (mnemonic.startswith("xchg") and "(" in operand):
+            locked[address] = (function, mnemonic if mnemonic != "lock" else "lock " + operand)
+executed = {}
+after_call = False  # the cost line after calls= is the call's inclusive cost, not an instruction's
+for line in open(out):
+    if line.startswith("calls="):
+        after_call = True
+    elif line.startswith("0x"):
+        address = int(line.split()[0], 16)
+        if not after_call and address in locked:
+            executed[address] = executed.get(address, 0) + int(line.split()[-1])
+        after_call = False
+total = sum(executed.values()) / calls
+where = sorted(executed.items(), key=lambda item: -item[1])
+def short(function):  # the bare name: no namespaces, template arguments or parameters
+    return re.sub(r"[(<].*", "", function.replace("(anonymous namespace)", "anonymous")).split("::")[-1]
+named = ", ".join(f"{locked[a][1]} in {short(locked[a][0])}" for a, n in where if n / calls >= 0.1)
+print(f"{total:.2f}  {named}")
+PY
+}
+
+printf '%-14s %8s %11s  %s\n' shape "ns/task" "instr/task" "serializing/task (where)"
 for shape in "${shapes[@]}"; do
   native=$("$program" --shape "$shape" --tasks "$tasks" --runs 7 "${flags[@]}")
   ns=$(sed -E 's/.*median ([0-9.]+) ns.*/\1/' <<<"$native")
   ran=$(sed -E 's/.*: ([0-9]+) tasks per run.*/\1/' <<<"$native")
   # Collection is on only inside measured_*: the warm-up and each of the 2 runs count, so
   # the total is over 3 runs (the program's last call, run_once for the count, adds a 4th).
-  valgrind --tool=callgrind --toggle-collect='*measured_*' --callgrind-out-file="$out/$shape" \
+  valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \
+    --toggle-collect='*measured_*' --callgrind-out-file="$out/$shape" \
     "$program" --shape "$shape" --tasks "$tasks" --runs 2 "${flags[@]}" >/dev/null 2>&1
   total=$(sed -nE 's/^(summary|totals): ([0-9]+).*/\2/p' "$out/$shape" | head -1)
-  printf '%-14s %12s %14.0f\n' "$shape" "$ns" "$(echo "$total / (4 * $ran)" | bc -l)"
+  printf '%-14s %8s %11.0f  %s\n' "$shape" "$ns" "$(echo "$total / (4 * $ran)" | bc -l)" \
+    "$(serializing "$out/$shape" "$program" $((4 * ran)))"
 done
