@@ -1,12 +1,14 @@
 // The moonshot shapes of issue 30 in isolation, for instruction counts: one task at a time
 // (launch, run, wait, release), a chain hop (the chain built first, then run), and fib's
-// spawn-join per call, each on one thread, attached unless --unattached. Every shape runs in a function of its
+// spawn-join per call, each on one thread (--threads N adds N − 1 workers), attached unless
+// --unattached. Every shape runs in a function of its
 // own, `measured_<shape>`, which tools/instructions.sh hands to callgrind's toggle-collect:
 // the count per task is then that function's instructions over its tasks, with nothing of
 // the set-up. Run natively, it prints the time per task too (median of --runs). With
 // --unattached the calling thread is left as `main` is, attached to nothing.
 //   bench_per_task_magpie --shape chain --tasks 65536 --runs 5
 #include "../common/magpie_threads.h"
+#include "../fork_join/magpie_system.h"
 #include "../fork_join/workloads.h"
 
 #include <CLI/CLI.hpp>
@@ -20,16 +22,6 @@
 
 namespace {
 
-struct magpie_system {  // fib's spawn-join, as bench/fork_join/magpie.cpp does it
-  template <class A, class B>
-  static void spawn_join(A&& a, B&& b) {
-    magpie::task_group group;
-    group.run(std::forward<A>(a));
-    b();
-    group.wait();
-  }
-};
-
 [[gnu::noinline]] std::size_t measured_one_at_a_time(magpie::scheduler& pool, std::size_t tasks) {
   std::size_t sum = 0;
   for (std::size_t i = 0; i < tasks; ++i) sum += pool.launch("empty", [i] { return i; }).get_result();
@@ -41,7 +33,7 @@ struct magpie_system {  // fib's spawn-join, as bench/fork_join/magpie.cpp does 
   last.wait();
 }
 
-[[gnu::noinline]] long measured_fib(int n) { return workloads::fib<magpie_system>(n, 2); }
+[[gnu::noinline]] long measured_fib(int n) { return workloads::fib<bench::magpie_system>(n, 2); }
 
 // run_once runs `shape` over about `tasks` tasks and returns the seconds the measured
 // function took and the tasks it ran.
@@ -85,13 +77,15 @@ int main(int argc, char** argv) {
   std::size_t tasks = 1u << 16;
   int runs = 5;
   bool unattached = false;
+  unsigned threads = 1;
   app.add_option("--shape", shape, "one_at_a_time, chain or fib");
   app.add_option("--tasks", tasks, "tasks per run (fib: the largest fib with at most this many calls)");
   app.add_option("--runs", runs, "runs after one warm-up; the median is printed")->check(CLI::PositiveNumber);
   app.add_flag("--unattached", unattached, "launch from this thread without attaching it, as a plain main does");
+  app.add_option("--threads", threads, "threads counting this one (the rest are workers)")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  magpie::scheduler pool(bench::magpie_options(1));
+  magpie::scheduler pool(bench::magpie_options(threads));
   if (!unattached) pool.attach(magpie::named_thread::game);
   run_once(pool, shape, tasks);  // warm-up: the task pool's slabs, the deque's array
   std::vector<double> per_task;
