@@ -1,5 +1,6 @@
 // Named threads: user-owned threads (game, render, …) that drain their own FIFO queues.
 #include "scheduler_impl.h"
+#include "trace_buffers.h"
 
 #include <magpie/detail/thread_tag.h>
 
@@ -56,9 +57,12 @@ class process_guard {
       return;
     }
     claimed_ = true;
+    detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::named_queue_began, &owner, nullptr, 0, thread.index());
   }
   ~process_guard() {
-    if (claimed_) queue_.processing.store(false, std::memory_order_release);  // release: pairs with the acquire above
+    if (!claimed_) return;
+    detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::named_queue_ended, nullptr);
+    queue_.processing.store(false, std::memory_order_release);  // release: pairs with the acquire above
   }
   process_guard(const process_guard&) = delete;
   process_guard& operator=(const process_guard&) = delete;
@@ -119,6 +123,7 @@ void scheduler::attach(named_thread thread) {
   context.push_gate = &impl_->accepting;
   context.wakes_workers = !impl_->workers.empty();
   detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
+  detail::tracing::set_thread_role(detail::tracing::thread_role::named, thread.index());
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
   // release: a thief that sees the bit also sees the deque's new owner binding
   impl_->named_deques_in_use.fetch_or(std::uint32_t{1} << thread.index(), std::memory_order_release);

@@ -2,6 +2,7 @@
 // Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
 #include "scheduler_impl.h"
 #include "task_census.h"
+#include "trace_buffers.h"
 
 #include <magpie/detail/thread_tag.h>
 
@@ -299,11 +300,15 @@ work_item* scheduler::impl::steal(worker* thief) {
   std::size_t count = workers.size();
   thread_local std::uint64_t helper_random = 0x2545'F491'4F6C'DD1Dull;
   std::size_t start = count == 0 ? 0 : next_random(thief != nullptr ? thief->random_state : helper_random) % count;
+  auto took_from = [this, thief](std::uint32_t victim) {  // victim: a worker's index, ~0u for a lent or named deque
+    if (thief != nullptr) thief->count(thief->stolen);
+    detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::stole, this, nullptr, 0, victim);
+  };
   for (std::size_t i = 0; i < count; ++i) {
     worker& victim = *workers[(start + i) % count];
     if (&victim == thief) continue;
     if (auto item = victim.deque.steal()) {
-      if (thief != nullptr) thief->count(thief->stolen);
+      took_from(victim.index);
       return *item;
     }
   }
@@ -313,7 +318,7 @@ work_item* scheduler::impl::steal(worker* thief) {
        in_use &= in_use - 1) {
     auto& victim = named[static_cast<std::size_t>(std::countr_zero(in_use))].deque;
     if (auto item = victim.steal()) {
-      if (thief != nullptr) thief->count(thief->stolen);
+      took_from(~0u);
       return *item;
     }
   }
@@ -321,7 +326,7 @@ work_item* scheduler::impl::steal(worker* thief) {
   for (std::uint32_t in_use = lent_deques_in_use.load(std::memory_order_relaxed); in_use != 0; in_use &= in_use - 1) {
     auto& victim = lent[static_cast<std::size_t>(std::countr_zero(in_use))].deque;
     if (auto item = victim.steal()) {
-      if (thief != nullptr) thief->count(thief->stolen);
+      took_from(~0u);
       return *item;
     }
   }
@@ -406,10 +411,21 @@ void scheduler::impl::run_worker(worker& self) {
   context.pool_thread = true;
   detail::renew_own_deque_generation();
   worker_info info{self.index, self.kind, self.standby};
+  detail::tracing::set_thread_role(self.standby ? detail::tracing::thread_role::standby_worker
+                                   : self.kind == worker_kind::foreground ? detail::tracing::thread_role::worker
+                                                                          : detail::tracing::thread_role::background_worker,
+                                   self.index);
   if (options.on_worker_start) options.on_worker_start(info);
 
   detail::event_count<>& wake = self.kind == worker_kind::foreground ? foreground_wake : background_wake;
   bool woken = false;  // returned from a wait on `wake` and has not looked for work since
+  bool standing_in = false;  // a standby worker taking a blocked worker's place (traced as a slice)
+  auto trace_parking = [this](detail::tracing::event_kind kind) {
+    if (detail::tracing::on(detail::tracing::scheduler)) [[unlikely]] {
+      // relaxed: a sample for the trace's counter
+      detail::tracing::record(kind, this, nullptr, parked.load(std::memory_order_relaxed) & 0xffff'ffffu, 0);
+    }
+  };
   for (;;) {
     if (self.standby && !wanted_standby(self)) {
       // The wake-up this thread took (notify_one's are anyone's) may be all that stands for
@@ -425,6 +441,9 @@ void scheduler::impl::run_worker(worker& self) {
         standby_wake.cancel_wait();
         continue;
       }
+      if (std::exchange(standing_in, false)) {
+        detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_left, this);
+      }
       park_state_change(+1);
       standby_wake.commit_wait(key);
       park_state_change(-1);
@@ -432,6 +451,9 @@ void scheduler::impl::run_worker(worker& self) {
     }
 
     woken = false;
+    if (self.standby && !std::exchange(standing_in, true)) {
+      detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_entered, this);
+    }
     work_item* item = find_work(&self);
     if (item == nullptr && options.spin_for.count() > 0) {
       // Each look reads the other threads' deque ends, which costs their next push or pop a
@@ -461,9 +483,11 @@ void scheduler::impl::run_worker(worker& self) {
       break;
     }
     park_state_change(+1);
+    trace_parking(detail::tracing::event_kind::parked);
     wake.commit_wait(key);
     woken = true;
     park_state_change(-1);
+    trace_parking(detail::tracing::event_kind::unparked);
   }
 
   if (options.on_worker_exit) options.on_worker_exit(info);

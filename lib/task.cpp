@@ -17,6 +17,30 @@ namespace magpie::detail {
 
 namespace {
 
+using tracing::event_kind;
+
+// trace_launch records a launch: its name, priority and named thread, and an edge from
+// each of its prerequisites (`count` of them in `prerequisites`, else its own groups').
+// Before the launch takes effect: from then on the task may run at once.
+void trace_launch(const task_base* task, task_base* const* prerequisites = nullptr, std::size_t count = 0) noexcept {
+  if (!tracing::on(tracing::task)) [[likely]] {
+    return;
+  }
+  tracing::record(event_kind::task_launched, task, task->name, 0,
+                  static_cast<std::uint32_t>(task->task_priority()) | std::uint32_t{task->target} << 8);
+  auto edge_from = [task](const task_base* prerequisite) {
+    if (prerequisite != nullptr) {
+      tracing::record(event_kind::task_edge, task, nullptr, reinterpret_cast<std::uintptr_t>(prerequisite),
+                      static_cast<std::uint32_t>(edge_kind::prerequisite));
+    }
+  };
+  for (std::size_t i = 0; i < count; ++i) edge_from(prerequisites[i]);
+  if (prerequisites != nullptr) return;
+  for (const edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
+    for (std::uint32_t i = 0; i < group->count; ++i) edge_from(group->edges()[i].prerequisite);
+  }
+}
+
 constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 
 // report_unobserved_exception warns that `task` threw and nobody looked. Cold and out of
@@ -95,6 +119,7 @@ bool can_run_here(const task_base* task) noexcept {
 
 // enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
 void enqueue(task_base* task) noexcept {
+  tracing::trace_point(tracing::task, event_kind::task_scheduled, task);
   scheduler::impl* owner = owner_of(task);
   if (scheduler_slot::is_retired(owner)) {
     report_orphan(task);
@@ -345,6 +370,7 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
                    edge_group* group) noexcept {
   // The prerequisites' locks stand in for the launch lock: the task cannot become ready
   // before the last of them goes, and the ones found complete are removed only at the end.
+  trace_launch(task, prerequisites, count);
   task->state.replace_launch_lock(static_cast<std::uint32_t>(count));
   std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
   if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
@@ -364,6 +390,7 @@ void drop_prerequisite_references(task_base* task) noexcept {
 // --- launch, trigger ---------------------------------------------------------------------
 
 void launch_task(task_base* task, magpie::pipe* into) noexcept {
+  trace_launch(task);
   if (into != nullptr) {
     task->ensure_extras().pipe = into;
     task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
@@ -401,6 +428,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running, innermost_running != nullptr ? innermost_running->depth + 1 : 1};
   innermost_running = &mine;
+  tracing::trace_point(tracing::task, event_kind::task_started, task, task->name);
   scheduler::impl* owner = owner_of(task);
   if (context.owner == owner) {
     // One of its scheduler's threads. A named thread or helper counts the item it runs,
@@ -431,6 +459,9 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     context.push_gate = saved.push_gate;
     context.wakes_workers = saved.wakes_workers;
     context.running = saved.running;
+  }
+  if (tracing::on(tracing::task)) [[unlikely]] {
+    tracing::record(event_kind::task_finished, task, nullptr, 0, task->has_flag(has_exception) ? 1 : 0);
   }
   innermost_running = mine.outer;
 }
@@ -514,6 +545,8 @@ void add_nested(task_base* nested) noexcept {
   add_reference(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
   add_reference(parent);  // the edge's: the parent may complete after its body returns
   parent->state.add_nested_lock();
+  tracing::trace_point(tracing::task, event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
+                       static_cast<std::uint32_t>(edge_kind::nested));
   task_extras& extras = parent->ensure_extras();
   group->next = extras.nested;
   extras.nested = group;
@@ -818,6 +851,7 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
 }
 
 void ready_loop::finish(task_base* task) noexcept {
+  tracing::trace_point(tracing::task, event_kind::task_completed, task);
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   if (task->extras != nullptr) settle_extras(task);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.

@@ -4,6 +4,7 @@
 #include "scheduler_impl.h"
 
 #include <magpie/detail/task_base.h>
+#include <magpie/detail/trace_points.h>
 #include <magpie/pipe.h>
 
 #include <algorithm>

@@ -129,6 +129,7 @@ void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
 // run_here runs a task whose execution this thread won, retracting its nested tasks while
 // the body's part keeps them alive; true when it completed here.
 bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcept {
+  tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
   run_body(task, takes_prerequisites);
   retract_nested(task, depth);
   if (!finish_body(task)) return false;
@@ -172,6 +173,7 @@ bool came_since_finished(const task_base* task) noexcept {
 // either it sees "finished" or these looks see what it did. One locked exchange fewer per
 // task than a close (test/model/task_left_open_model.cpp).
 void finish_open(task_base* task) noexcept {
+  tracing::trace_point(tracing::task, tracing::event_kind::task_completed, task);
   task->state.release_unshared_part();
   std_atomics::light_barrier();
   if (came_since_finished(task)) settle_open(task);
@@ -202,6 +204,7 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) 
     release(task);
     return done;
   }
+  tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
   run_body(task, takes_prerequisites);
   retract_nested(task, depth);
   finish_begun(task, through);
@@ -350,19 +353,23 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
+    tracing::trace_point(tracing::task, tracing::event_kind::wait_began, task, task->name);
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
+      tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);
       continue;
     }
     auto now = std::chrono::steady_clock::now();
     if (deadline != nullptr && now >= *deadline) {
       events.cancel_wait();
+      tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);
       continue;
     }
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
     events.commit_wait_for(key, left);
+    tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);
   }
 }
 

@@ -1,0 +1,82 @@
+// Layer 6 — tracing: what every thread did, on a timeline you can open in Perfetto.
+//
+//   magpie::trace::start();                       // any thread
+//   ... run a frame ...
+//   magpie::trace::stop();
+//   magpie::trace::write_chrome_json("frame.json");   // open in ui.perfetto.dev
+//
+// Each thread records into a ring buffer of its own (no lock; a thread's first event of a
+// recording allocates its buffer, nothing else allocates), which drops its oldest events
+// when full and counts the drops. The file is Chrome's trace-event JSON: a slice per task
+// run on the thread that ran it, arrows from launcher to runner and from each prerequisite
+// to its subsequent, waits, parking, steals, standby workers and named-thread queues, and
+// the slices, instants and counters that code adds with the calls below.
+// tools/trace_view.py draws a trace as a PNG and prints a summary with the critical path.
+//
+// Built with -Dtrace=disabled, every trace point compiles to nothing (this API still links
+// and records only user events). Built with tracing and not recording, a trace point costs
+// one relaxed load. Names are kept by pointer, as task names are: give string literals, or
+// strings that outlive the writing of the trace. See docs/tracing.md.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+
+namespace magpie::trace {
+
+struct options {
+  std::size_t buffer_events_per_thread = 1 << 16;  // rounded up to a power of two
+  bool task_events = true;       // launches, runs, completions, edges, waits
+  bool scheduler_events = true;  // steals, parking, standby workers, named-thread queues
+  bool client_events = true;     // tick groups, ticks, timers (the clients' own slices)
+};
+
+// start begins recording (any thread). Starting while recording changes nothing.
+void start(options = {});
+// stop stops recording; what was recorded stays until written or cleared.
+void stop();
+bool is_recording();
+// write_chrome_json stops recording if it is on, writes what was recorded as Chrome
+// trace-event JSON, and drops it from the buffers; returns the events written (0 when the
+// file cannot be written, which is reported).
+std::size_t write_chrome_json(const std::filesystem::path&);
+// clear drops what was recorded (stopping first).
+void clear();
+
+// scope is a slice on the calling thread, from construction to destruction.
+class scope {
+ public:
+  explicit scope(const char* name);
+  ~scope();
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+
+ private:
+  bool recorded_;
+};
+
+// instant marks a moment on the calling thread.
+void instant(const char* name);
+// counter records a value of a named series (a track of its own in the viewer).
+void counter(const char* name, double value);
+
+// name_this_thread names the calling thread's track (workers, named threads and the thread
+// that started recording are named already).
+void name_this_thread(const char* name);
+
+// client_events_on says whether the clients (tick manager, timers) should record their
+// events: recording, with options::client_events.
+bool client_events_on();
+// client_scope is a scope recorded only when client_events_on().
+class client_scope {
+ public:
+  explicit client_scope(const char* name);
+  ~client_scope();
+  client_scope(const client_scope&) = delete;
+  client_scope& operator=(const client_scope&) = delete;
+
+ private:
+  bool recorded_;
+};
+
+}  // namespace magpie::trace

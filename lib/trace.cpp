@@ -1,0 +1,216 @@
+// Recording for magpie/trace.h: each thread appends to a ring buffer of its own, so a
+// trace point that records takes no lock and, after the thread's first event of a
+// recording, allocates nothing (lib/trace_buffers.h).
+#include "trace_buffers.h"
+
+#include <magpie/trace.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace magpie::detail::tracing {
+
+std::atomic<std::uint32_t> recording_categories{0};
+
+namespace {
+
+std::atomic<thread_buffer*> every_buffer{nullptr};
+std::atomic<std::uint64_t> current_session{0};         // bumped by each start
+std::atomic<std::uint64_t> wanted_capacity{1u << 16};  // the latest start's, rounded
+std::atomic<std::uint64_t> epoch{0};                   // steady_clock ns at the first start
+
+std::uint64_t steady_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// What the core told this thread it is, kept until it has a buffer to show it in.
+constinit thread_local std::uint32_t own_role = 0;
+constinit thread_local const char* own_user_name = nullptr;
+constinit thread_local thread_buffer* own_buffer = nullptr;
+
+struct buffer_return {  // hands the buffer on at thread exit; its events stay for the writer
+  buffer_return() = default;
+  buffer_return(const buffer_return&) = delete;
+  buffer_return& operator=(const buffer_return&) = delete;
+  ~buffer_return() {
+    if (own_buffer != nullptr) own_buffer->claimed.store(false, std::memory_order_release);  // release: pairs with claim's CAS
+    own_buffer = nullptr;
+  }
+};
+
+// claim takes a buffer nobody holds and nothing is left in, else makes one.
+thread_buffer* claim() {
+  for (thread_buffer* each = every_buffer.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with the push below
+    bool claimed = false;
+    // acquire: sees the previous owner's writes (its events, all exported: written == exported)
+    if (each->written.load(std::memory_order_acquire) == each->exported.load(std::memory_order_acquire) &&
+        each->claimed.compare_exchange_strong(claimed, true, std::memory_order_acquire, std::memory_order_relaxed)) {  // relaxed: we look on
+      if (each->written.load(std::memory_order_relaxed) == each->exported.load(std::memory_order_acquire)) return each;  // relaxed: its own last store, seen through the CAS
+      each->claimed.store(false, std::memory_order_release);  // release: as buffer_return's
+    }
+  }
+  auto* made = new thread_buffer;
+  made->next = every_buffer.load(std::memory_order_relaxed);  // relaxed: the CAS below decides
+  std::uint32_t count = 0;
+  for (thread_buffer* each = made->next; each != nullptr; each = each->next) ++count;
+  made->number = count + 1;
+  // release: publishes the buffer's fields to the writer's walk and other claimers
+  while (!every_buffer.compare_exchange_weak(made->next, made, std::memory_order_release, std::memory_order_relaxed)) {  // relaxed: we retry
+    count = 0;
+    for (thread_buffer* each = made->next; each != nullptr; each = each->next) ++count;
+    made->number = count + 1;
+  }
+  return made;
+}
+
+// arm gives the calling thread a buffer fit for the current recording: its own, resized
+// if the recording wants another size and it holds nothing unwritten, or a claimed one.
+thread_buffer* arm(std::uint64_t session) noexcept {
+  try {
+    if (own_buffer == nullptr) {
+      own_buffer = claim();
+      thread_local buffer_return returner;  // constructed once: hands the buffer on at exit
+      (void)returner;
+    }
+    thread_buffer& buffer = *own_buffer;
+    std::uint64_t capacity = wanted_capacity.load(std::memory_order_relaxed);  // relaxed: set before the session that led here
+    std::uint64_t written = buffer.written.load(std::memory_order_relaxed);   // relaxed: only this thread writes it
+    if (buffer.capacity != capacity && written == buffer.exported.load(std::memory_order_acquire)) {  // acquire: the writer is done with the old array
+      buffer.events = std::make_unique<event[]>(capacity);
+      buffer.capacity = capacity;
+    }
+    buffer.role.store(own_role, std::memory_order_relaxed);  // relaxed: read after the writer's acquire of `written`
+    buffer.user_name.store(own_user_name, std::memory_order_relaxed);  // relaxed: as role
+    buffer.session.store(session, std::memory_order_relaxed);  // relaxed: only this thread reads it back
+    return buffer.capacity != 0 ? &buffer : nullptr;
+  } catch (...) {
+    return nullptr;  // no memory for a buffer: this thread's events are lost, nothing else
+  }
+}
+
+}  // namespace
+
+thread_buffer* first_buffer() noexcept { return every_buffer.load(std::memory_order_acquire); }  // acquire: pairs with claim's push
+
+std::uint64_t epoch_ns() noexcept { return epoch.load(std::memory_order_relaxed); }  // relaxed: set once, before any event
+
+std::uint64_t now_ns() noexcept { return steady_ns() - epoch_ns(); }
+
+void record(event_kind kind, const void* id, const char* name, std::uint64_t value, std::uint32_t arg) noexcept {
+  std::uint64_t session = current_session.load(std::memory_order_relaxed);  // relaxed: a stale view arms once more
+  thread_buffer* buffer = own_buffer;
+  if (buffer == nullptr || buffer->session.load(std::memory_order_relaxed) != session) {  // relaxed: this thread's own store
+    buffer = arm(session);
+    if (buffer == nullptr) return;
+  }
+  std::uint64_t written = buffer->written.load(std::memory_order_relaxed);  // relaxed: only this thread writes it
+  buffer->events[written & (buffer->capacity - 1)] = event{now_ns(), id, name, value, arg, kind};
+  buffer->written.store(written + 1, std::memory_order_release);  // release: pairs with the writer's acquire
+}
+
+void set_thread_role(thread_role role, std::uint32_t index) noexcept {
+  own_role = static_cast<std::uint32_t>(role) << 16 | (index & 0xffffu);
+  // relaxed: read by the writer after its acquire of `written`, which a later event publishes
+  if (own_buffer != nullptr) own_buffer->role.store(own_role, std::memory_order_relaxed);
+}
+
+std::mutex& export_lock() noexcept {
+  static std::mutex lock;
+  return lock;
+}
+
+std::string role_name(std::uint32_t role, std::uint32_t number) {
+  std::uint32_t index = role & 0xffffu;
+  switch (static_cast<thread_role>(role >> 16)) {
+    case thread_role::worker: return "worker " + std::to_string(index);
+    case thread_role::background_worker: return "background worker " + std::to_string(index);
+    case thread_role::standby_worker: return "standby worker " + std::to_string(index);
+    case thread_role::named: {
+      static const char* const names[] = {"rhi thread", "game thread", "render thread", "audio thread"};
+      return index < std::size(names) ? names[index] : "named thread " + std::to_string(index);
+    }
+    case thread_role::other: break;
+  }
+  return "thread " + std::to_string(number);
+}
+
+}  // namespace magpie::detail::tracing
+
+namespace magpie::trace {
+
+using namespace detail::tracing;
+
+namespace {
+std::mutex start_stop;  // start, stop and the writer are rare and may block; trace points never take it
+}
+
+void start(options chosen) {
+  std::lock_guard hold(start_stop);
+  if (recording_categories.load(std::memory_order_relaxed) != 0) return;  // relaxed: changed only under start_stop
+  std::uint64_t unset = 0;
+  epoch.compare_exchange_strong(unset, steady_ns(), std::memory_order_relaxed);  // relaxed: read by this and later sessions' threads after the session bump
+  wanted_capacity.store(std::bit_ceil(std::max<std::size_t>(chosen.buffer_events_per_thread, 16)), std::memory_order_relaxed);  // relaxed: published by the session bump
+  current_session.fetch_add(1, std::memory_order_release);  // release: the capacity and epoch with it
+  std::uint32_t categories = user;
+  if (chosen.task_events) categories |= task;
+  if (chosen.scheduler_events) categories |= scheduler;
+  if (chosen.client_events) categories |= client;
+  recording_categories.store(categories, std::memory_order_release);  // release: trace points' relaxed look; a late one is harmless
+}
+
+void stop() {
+  std::lock_guard hold(start_stop);
+  recording_categories.store(0, std::memory_order_release);  // release: as start's
+}
+
+bool is_recording() { return recording_categories.load(std::memory_order_relaxed) != 0; }  // relaxed: a snapshot
+
+void clear() {
+  stop();
+  std::lock_guard hold(export_lock());
+  for (thread_buffer* each = first_buffer(); each != nullptr; each = each->next) {
+    // acquire: every event counted is then behind us; release: pairs with arm and claim
+    each->exported.store(each->written.load(std::memory_order_acquire), std::memory_order_release);
+  }
+}
+
+scope::scope(const char* name) : recorded_(is_recording()) {
+  if (recorded_) record(event_kind::scope_began, nullptr, name, 0, 0);
+}
+
+scope::~scope() {
+  if (recorded_) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
+}
+
+client_scope::client_scope(const char* name) : recorded_(client_events_on()) {
+  if (recorded_) record(event_kind::scope_began, nullptr, name, 0, 0);
+}
+
+client_scope::~client_scope() {
+  if (recorded_) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
+}
+
+bool client_events_on() {
+  return (recording_categories.load(std::memory_order_relaxed) & client) != 0;  // relaxed: as detail::tracing::on
+}
+
+void instant(const char* name) {
+  if (is_recording()) record(event_kind::instant, nullptr, name, 0, 0);
+}
+
+void counter(const char* name, double value) {
+  if (is_recording()) record(event_kind::counter, nullptr, name, std::bit_cast<std::uint64_t>(value), 0);
+}
+
+void name_this_thread(const char* name) {
+  own_user_name = name;
+  // relaxed: read by the writer after its acquire of `written`, which a later event publishes
+  if (own_buffer != nullptr) own_buffer->user_name.store(name, std::memory_order_relaxed);
+}
+
+}  // namespace magpie::trace
