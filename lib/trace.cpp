@@ -11,6 +11,11 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 namespace magpie::detail::tracing {
 
@@ -21,11 +26,22 @@ namespace {
 std::atomic<thread_buffer*> every_buffer{nullptr};
 std::atomic<std::uint64_t> current_session{0};         // bumped by each start
 std::atomic<std::uint64_t> wanted_capacity{1u << 16};  // the latest start's, rounded
-std::atomic<std::uint64_t> epoch{0};                   // steady_clock ns at the first start
+std::atomic<std::uint64_t> epoch_ticks{0};            // ticks() at the first start
+std::atomic<std::uint64_t> epoch_steady{0};           // steady_ns() at the same moment
 
 std::uint64_t steady_ns() noexcept {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// ticks is the events' clock: the time-stamp counter where there is one (a few ns to read,
+// where steady_clock costs tens), converted to ns by the writer against steady_clock.
+std::uint64_t ticks() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return steady_ns();
+#endif
 }
 
 // What the core told this thread it is, kept until it has a buffer to show it in.
@@ -97,9 +113,22 @@ thread_buffer* arm(std::uint64_t session) noexcept {
 
 thread_buffer* first_buffer() noexcept { return every_buffer.load(std::memory_order_acquire); }  // acquire: pairs with claim's push
 
-std::uint64_t epoch_ns() noexcept { return epoch.load(std::memory_order_relaxed); }  // relaxed: set once, before any event
+double ns_per_tick() noexcept {
+  std::uint64_t start_ticks = epoch_ticks.load(std::memory_order_relaxed);    // relaxed: set once, at the first start
+  std::uint64_t start_ns = epoch_steady.load(std::memory_order_relaxed);      // relaxed: as epoch_ticks
+  if (start_ticks == 0) return 1.0;  // never started: no events to convert
+  // At least a millisecond between the two readings, so that the scale is good to a few
+  // parts per million (a writer right after a short recording waits out the rest).
+  while (steady_ns() - start_ns < 1'000'000) std::this_thread::yield();
+  std::uint64_t elapsed_ticks = ticks() - start_ticks;
+  std::uint64_t elapsed_ns = steady_ns() - start_ns;
+  return elapsed_ticks != 0 ? static_cast<double>(elapsed_ns) / static_cast<double>(elapsed_ticks) : 1.0;
+}
 
-std::uint64_t now_ns() noexcept { return steady_ns() - epoch_ns(); }
+std::uint64_t since_epoch_ns(std::uint64_t at, double scale) noexcept {
+  std::uint64_t start = epoch_ticks.load(std::memory_order_relaxed);  // relaxed: as ns_per_tick
+  return at > start ? static_cast<std::uint64_t>(static_cast<double>(at - start) * scale) : 0;
+}
 
 void record(event_kind kind, const void* id, const char* name, std::uint64_t value, std::uint32_t arg) noexcept {
   std::uint64_t session = current_session.load(std::memory_order_relaxed);  // relaxed: a stale view arms once more
@@ -109,7 +138,7 @@ void record(event_kind kind, const void* id, const char* name, std::uint64_t val
     if (buffer == nullptr) return;
   }
   std::uint64_t written = buffer->written.load(std::memory_order_relaxed);  // relaxed: only this thread writes it
-  buffer->events[written & (buffer->capacity - 1)] = event{now_ns(), id, name, value, arg, kind};
+  buffer->events[written & (buffer->capacity - 1)] = event{ticks(), id, name, value, arg, kind};
   buffer->written.store(written + 1, std::memory_order_release);  // release: pairs with the writer's acquire
 }
 
@@ -152,8 +181,10 @@ std::mutex start_stop;  // start, stop and the writer are rare and may block; tr
 void start(options chosen) {
   std::lock_guard hold(start_stop);
   if (recording_categories.load(std::memory_order_relaxed) != 0) return;  // relaxed: changed only under start_stop
-  std::uint64_t unset = 0;
-  epoch.compare_exchange_strong(unset, steady_ns(), std::memory_order_relaxed);  // relaxed: read by this and later sessions' threads after the session bump
+  if (epoch_ticks.load(std::memory_order_relaxed) == 0) {  // relaxed: only start (under start_stop) writes it
+    epoch_steady.store(steady_ns(), std::memory_order_relaxed);  // relaxed: published by the session bump
+    epoch_ticks.store(ticks(), std::memory_order_relaxed);       // relaxed: as epoch_steady
+  }
   wanted_capacity.store(std::bit_ceil(std::max<std::size_t>(chosen.buffer_events_per_thread, 16)), std::memory_order_relaxed);  // relaxed: published by the session bump
   current_session.fetch_add(1, std::memory_order_release);  // release: the capacity and epoch with it
   std::uint32_t categories = user;

@@ -14,7 +14,7 @@ namespace magpie::detail::tracing {
 
 // event is one record: 40 bytes, written by its thread alone.
 struct event {
-  std::uint64_t time_ns;  // steady_clock, since the recording's epoch
+  std::uint64_t time;  // ticks (trace.cpp); the writer converts
   const void* id;
   const char* name;
   std::uint64_t value;
@@ -45,9 +45,10 @@ struct thread_buffer {
 // first_buffer heads the list of every buffer ever made (pushed, never removed).
 thread_buffer* first_buffer() noexcept;
 
-// epoch_ns is steady_clock's reading when recording first started (the file's time 0).
-std::uint64_t epoch_ns() noexcept;
-std::uint64_t now_ns() noexcept;  // since the epoch
+// Events are stamped in ticks (the time-stamp counter where there is one); the writer
+// turns them into ns since the first start with the scale measured up to now.
+double ns_per_tick() noexcept;
+std::uint64_t since_epoch_ns(std::uint64_t ticks, double ns_per_tick) noexcept;
 
 // export_lock serializes the writer and clear (each takes what the other has not).
 std::mutex& export_lock() noexcept;

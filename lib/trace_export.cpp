@@ -42,6 +42,7 @@ struct track {
 // switch before stop() may still be writing there.
 std::vector<track> take_events() {
   std::vector<track> tracks;
+  const double scale = ns_per_tick();
   for (thread_buffer* each = first_buffer(); each != nullptr; each = each->next) {
     std::uint64_t written = each->written.load(std::memory_order_acquire);  // acquire: pairs with record's release
     std::uint64_t from = each->exported.load(std::memory_order_relaxed);    // relaxed: only writers (serialized) store it
@@ -52,7 +53,11 @@ std::vector<track> take_events() {
     const char* user_name = each->user_name.load(std::memory_order_relaxed);
     made.name = user_name != nullptr ? user_name : role_name(each->role.load(std::memory_order_relaxed), each->number);  // relaxed: as user_name
     made.events.reserve(kept);
-    for (std::uint64_t i = written - kept; i < written; ++i) made.events.push_back(each->events[i & (each->capacity - 1)]);
+    for (std::uint64_t i = written - kept; i < written; ++i) {
+      event copied = each->events[i & (each->capacity - 1)];
+      copied.time = since_epoch_ns(copied.time, scale);
+      made.events.push_back(copied);
+    }
     each->exported.store(written, std::memory_order_release);  // release: the owner may reuse the slots after seeing it
     tracks.push_back(std::move(made));
   }
@@ -106,7 +111,7 @@ class writer {
     };
     std::vector<ref> order;
     for (std::uint32_t t = 0; t < tracks_.size(); ++t) {
-      for (std::uint32_t i = 0; i < tracks_[t].events.size(); ++i) order.push_back({tracks_[t].events[i].time_ns, t, i});
+      for (std::uint32_t i = 0; i < tracks_[t].events.size(); ++i) order.push_back({tracks_[t].events[i].time, t, i});
     }
     std::stable_sort(order.begin(), order.end(), [](const ref& a, const ref& b) { return a.time < b.time; });
     ids_.resize(tracks_.size());
@@ -116,7 +121,11 @@ class writer {
       const event& e = tracks_[at.track].events[at.index];
       if (e.kind > event_kind::wait_ended || e.id == nullptr) continue;  // not about a task
       auto found = current.find(e.id);
-      if (e.kind == event_kind::task_launched || found == current.end()) {
+      // A pointer seen again after its task completed, other than by a waiter waking, is a
+      // new task in the same memory whose launch the ring dropped.
+      bool reused = found != current.end() && instances_[found->second].completed_on != 0 &&
+                    e.kind != event_kind::task_completed && e.kind != event_kind::wait_ended;
+      if (e.kind == event_kind::task_launched || found == current.end() || reused) {
         found = current.insert_or_assign(e.id, instances_.size()).first;
         instances_.emplace_back();
       }
@@ -126,16 +135,16 @@ class writer {
       if (e.name != nullptr && known.name == nullptr) known.name = e.name;
       std::uint32_t number = tracks_[at.track].number;
       switch (e.kind) {
-        case event_kind::task_launched: launches_.push_back({id, number, e.time_ns}); break;
+        case event_kind::task_launched: launches_.push_back({id, number, e.time}); break;
         case event_kind::task_started:
           if (known.started_on == 0) {
             known.started_on = number;
-            known.started_at = e.time_ns;
+            known.started_at = e.time;
           }
           break;
         case event_kind::task_completed:
           known.completed_on = number;
-          known.completed_at = e.time_ns;
+          known.completed_at = e.time;
           break;
         case event_kind::task_edge: {
           auto prerequisite = current.find(reinterpret_cast<const void*>(e.value));
@@ -162,7 +171,7 @@ class writer {
     out.push_back({{"ph", "M"}, {"pid", 1}, {"tid", on.number}, {"name", "thread_name"}, {"args", {{"name", on.name}}}});
     if (on.events.empty()) return;
     if (on.dropped != 0) {
-      json dropped = base("i", on, on.events.front().time_ns);
+      json dropped = base("i", on, on.events.front().time);
       dropped.update({{"name", "dropped " + std::to_string(on.dropped) + " older events"}, {"s", "t"},
                       {"args", {{"dropped", on.dropped}}}});
       out.push_back(std::move(dropped));
@@ -170,14 +179,14 @@ class writer {
     std::vector<std::string> open;  // names of the slices open on this track, innermost last
     bool retracting = false;
     auto begin = [&](const event& e, std::string name, const char* category, json args) {
-      json slice = base("B", on, e.time_ns);
+      json slice = base("B", on, e.time);
       slice.update({{"name", name}, {"cat", category}, {"args", std::move(args)}});
       out.push_back(std::move(slice));
       open.push_back(std::move(name));
     };
     auto end = [&](const event& e, json args) {
       if (open.empty()) return;  // its start was dropped with the ring's oldest events
-      json slice = base("E", on, e.time_ns);
+      json slice = base("E", on, e.time);
       if (!args.empty()) slice["args"] = std::move(args);
       out.push_back(std::move(slice));
       open.pop_back();
@@ -187,7 +196,7 @@ class writer {
       std::uint64_t id = ids_[t][i];
       switch (e.kind) {
         case event_kind::task_launched: {
-          json mark = base("i", on, e.time_ns);
+          json mark = base("i", on, e.time);
           mark.update({{"name", std::string("launch ") + name_of(id)}, {"cat", "task"}, {"s", "t"},
                        {"args", {{"id", id}, {"priority", e.arg & 0xffu}, {"named_thread", e.arg >> 8}}}});
           out.push_back(std::move(mark));
@@ -200,7 +209,7 @@ class writer {
           break;
         case event_kind::task_finished: end(e, e.arg != 0 ? json{{"exception", true}} : json::object()); break;
         case event_kind::task_completed: {
-          json mark = base("i", on, e.time_ns);
+          json mark = base("i", on, e.time);
           mark.update({{"name", std::string("complete ") + name_of(id)}, {"cat", "task"}, {"s", "t"}, {"args", {{"id", id}}}});
           out.push_back(std::move(mark));
           break;
@@ -208,7 +217,7 @@ class writer {
         case event_kind::wait_began: begin(e, "wait", "wait", {{"for", id}, {"task", name_of(id)}}); break;
         case event_kind::wait_ended: end(e, {}); break;
         case event_kind::stole: {
-          json mark = base("i", on, e.time_ns);
+          json mark = base("i", on, e.time);
           mark.update({{"name", "steal"}, {"cat", "scheduler"}, {"s", "t"},
                        {"args", {{"victim", e.arg == ~0u ? json("lent or named deque") : json(e.arg)}}}});
           out.push_back(std::move(mark));
@@ -221,7 +230,7 @@ class writer {
           } else {
             end(e, {});
           }
-          json parked = base("C", on, e.time_ns);
+          json parked = base("C", on, e.time);
           parked.update({{"name", "parked workers"}, {"args", {{"parked", e.value}}}});
           out.push_back(std::move(parked));
           break;
@@ -233,13 +242,13 @@ class writer {
         case event_kind::scope_ended: end(e, {}); break;
         case event_kind::scope_began: begin(e, e.name != nullptr ? e.name : "scope", "user", json::object()); break;
         case event_kind::instant: {
-          json mark = base("i", on, e.time_ns);
+          json mark = base("i", on, e.time);
           mark.update({{"name", e.name != nullptr ? e.name : "instant"}, {"cat", "user"}, {"s", "t"}});
           out.push_back(std::move(mark));
           break;
         }
         case event_kind::counter: {
-          json value = base("C", on, e.time_ns);
+          json value = base("C", on, e.time);
           value.update({{"name", e.name != nullptr ? e.name : "counter"}, {"args", {{"value", std::bit_cast<double>(e.value)}}}});
           out.push_back(std::move(value));
           break;
@@ -248,7 +257,7 @@ class writer {
         case event_kind::task_scheduled: break;  // drawn as arrows, or implied by the slice
       }
     }
-    std::uint64_t last = on.events.back().time_ns;
+    std::uint64_t last = on.events.back().time;
     while (!open.empty()) {  // still running when recording stopped
       out.push_back(base("E", on, last));
       open.pop_back();

@@ -34,6 +34,7 @@ struct options {
   double sweep_cap_s = 4.0;   // in a sweep, skip a size whose predicted run takes longer
   std::string json_path;
   std::string git = "unknown";
+  std::string trace_path;  // magpie's benches: record a trace of the run (bench/common/magpie_threads.h)
 };
 
 // pin_allocator makes glibc's malloc keep the memory a run frees (no trimming of the heap
@@ -60,6 +61,8 @@ inline options parse(int argc, char** argv, const std::string& description) {
       ->check(CLI::PositiveNumber);
   app.add_option("--json", chosen.json_path, "append one JSON line per measurement to this file");
   app.add_option("--git", chosen.git, "commit being measured, recorded in the JSON");
+  app.add_option("--trace", chosen.trace_path,
+                 "magpie only: write a trace of the run's last events per thread here (docs/tracing.md)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

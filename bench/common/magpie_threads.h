@@ -2,7 +2,13 @@
 // calling thread, which launches the work and takes part by waiting or joining.
 #pragma once
 
+#include "harness.h"
+
 #include <magpie/scheduler.h>
+#include <magpie/trace.h>
+
+#include <cstdlib>
+#include <string>
 
 namespace bench {
 
@@ -12,6 +18,17 @@ inline magpie::scheduler_options magpie_options(unsigned threads) {
   options.workers = threads - 1;  // the calling thread is the N-th
   options.background_workers = 0;
   return options;
+}
+
+// trace_if_asked starts recording when the run was given --trace FILE, and writes the file
+// when the program exits (each thread's ring keeps its newest events).
+inline void trace_if_asked(const options& chosen) {
+  static std::string path;
+  if (chosen.trace_path.empty()) return;
+  path = chosen.trace_path;
+  magpie::trace::name_this_thread("bench main");
+  magpie::trace::start();
+  std::atexit([] { magpie::trace::write_chrome_json(path); });
 }
 
 }  // namespace bench

@@ -11,6 +11,7 @@
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie fork-join benchmarks");
+  bench::trace_if_asked(chosen);
   for (unsigned threads : chosen.threads) {
     magpie::scheduler pool(bench::magpie_options(threads));
     pool.attach(magpie::named_thread::game);

@@ -31,6 +31,7 @@ void build_and_wait(magpie::scheduler& pool, std::vector<magpie::task<>>& handle
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie graph benchmarks");
+  bench::trace_if_asked(chosen);
   for (unsigned threads : chosen.threads) {
     std::vector<magpie::task<>> handles;
     auto run = [&](magpie::scheduler& pool) {

@@ -75,6 +75,7 @@ void wait_until_parked(magpie::scheduler& pool) {
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie scheduler benchmarks");
+  bench::trace_if_asked(chosen);
   const std::uint64_t jobs = chosen.quick ? (1u << 16) : (1u << 18);
   const std::string param = std::to_string(jobs);
   for (unsigned threads : chosen.threads) {

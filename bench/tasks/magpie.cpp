@@ -45,6 +45,7 @@ void wait_oldest_first(std::vector<magpie::task<>>& handles) {
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "magpie task-model benchmarks");
+  bench::trace_if_asked(chosen);
   const std::size_t singles = chosen.quick ? (1u << 16) : (1u << 18);
   const std::size_t batch = chosen.quick ? (1u << 17) : (1u << 20);
   const std::size_t chain = chosen.quick ? (1u << 16) : (1u << 20);
