@@ -131,6 +131,9 @@ std::uint64_t since_epoch_ns(std::uint64_t at, double scale) noexcept {
 }
 
 void record(event_kind kind, const void* id, const char* name, std::uint64_t value, std::uint32_t arg) noexcept {
+  // Looked at again for each event, so that a thread that saw recording on writes at most
+  // one event after stop(): the one slot the writer leaves out (trace_export.cpp).
+  if (recording_categories.load(std::memory_order_relaxed) == 0) return;  // relaxed: as on()
   std::uint64_t session = current_session.load(std::memory_order_relaxed);  // relaxed: a stale view arms once more
   thread_buffer* buffer = own_buffer;
   if (buffer == nullptr || buffer->session.load(std::memory_order_relaxed) != session) {  // relaxed: this thread's own store
@@ -179,6 +182,7 @@ std::mutex start_stop;  // start, stop and the writer are rare and may block; tr
 }
 
 void start(options chosen) {
+  std::lock_guard writer_done(export_lock());  // never while the writer reads the rings
   std::lock_guard hold(start_stop);
   if (recording_categories.load(std::memory_order_relaxed) != 0) return;  // relaxed: changed only under start_stop
   if (epoch_ticks.load(std::memory_order_relaxed) == 0) {  // relaxed: only start (under start_stop) writes it
@@ -214,8 +218,10 @@ scope::scope(const char* name) : recorded_(is_recording()) {
   if (recorded_) record(event_kind::scope_began, nullptr, name, 0, 0);
 }
 
+// A scope's end is recorded only while recording goes on: after stop() the writer may be
+// reading this thread's ring (a slice left open is closed by the writer).
 scope::~scope() {
-  if (recorded_) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
+  if (recorded_ && is_recording()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
 }
 
 client_scope::client_scope(const char* name) : recorded_(client_events_on()) {
@@ -223,7 +229,7 @@ client_scope::client_scope(const char* name) : recorded_(client_events_on()) {
 }
 
 client_scope::~client_scope() {
-  if (recorded_) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
+  if (recorded_ && client_events_on()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
 }
 
 bool client_events_on() {

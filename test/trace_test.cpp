@@ -329,7 +329,10 @@ TEST_CASE("trace: recording from many threads while another writes the file afte
     trace::clear();
     magpie::scheduler pool(workers(2));
     std::atomic<bool> go_on{true};
-    trace::start();
+    std::atomic<int> finished{0};
+    trace::options small;  // keeps the file, and TSan's time reading it, small
+    small.buffer_events_per_thread = 1 << 12;
+    trace::start(small);
     std::vector<std::thread> launchers;
     for (int t = 0; t < 3; ++t) {
       launchers.emplace_back([&] {
@@ -337,10 +340,12 @@ TEST_CASE("trace: recording from many threads while another writes the file afte
         while (go_on.load()) {
           trace::scope busy("busy");
           pool.launch("stress", [] { trace::instant("inside"); }).wait();
+          finished.fetch_add(1);
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (finished.load() < 100 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
     trace::stop();
     json events = written("stress");  // while the launchers still run, not recording
     check_well_formed(events);

@@ -117,6 +117,18 @@ int main(int argc, char** argv) {
     run_only.erase(run_only.begin(), run_only.end() - chosen.runs);  // the warm-up runs
     bench::record(chosen, "magpie", "linear_chain_run", std::to_string(chain), threads, run_only, chain);
     bench::record(chosen, "magpie", "linear_chain_build_run", std::to_string(chain), threads, build_and_run, chain);
+
+    // The same task at a time while a trace records (docs/tracing.md): the difference from
+    // task_empty_one_at_a_time is the recording's cost, about six events per task.
+    if (!magpie::trace::is_recording()) {
+      auto traced = bench::time_runs(chosen.runs, [&] {
+        magpie::trace::start();
+        one_at_a_time(pool, singles);
+        magpie::trace::stop();
+        magpie::trace::clear();
+      });
+      bench::record(chosen, "magpie", "task_one_at_a_time_traced", std::to_string(singles), threads, traced, singles);
+    }
     pool.detach();
   }
 

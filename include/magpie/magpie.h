@@ -13,4 +13,5 @@
 #include <magpie/task_group.h>
 #include <magpie/task_memory.h>
 #include <magpie/timer_manager.h>
+#include <magpie/trace.h>
 #include <magpie/wait.h>
