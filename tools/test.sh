@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the layering (tools/check_layers.py), then builds and runs every test: the plain
 # build (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, and
-# AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds a CMake and a pkg-config consumer against it.
+# AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds
+# a CMake and a pkg-config consumer against it.
 #   tools/test.sh                 all three builds
 #   tools/test.sh plain           one of: plain tsan asan
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
