@@ -3,6 +3,7 @@
 #include <magpie/diagnostics.h>
 #include <magpie/task.h>
 #include <magpie/tick_manager.h>
+#include <magpie/wait.h>
 
 #include "tick_state.h"
 
@@ -205,10 +206,9 @@ void tick_manager::state::run_unit(unit& work) {
 void tick_manager::state::launch(std::uint32_t index) {
   unit& work = units[index];
   prerequisite_scratch.clear();
-  for (std::uint32_t before : work.prerequisites) prerequisite_scratch.push_back(units[before].handle);
+  for (std::uint32_t before : work.prerequisites) prerequisite_scratch.emplace_back(units[before].handle);
   work.run_state.store(0, std::memory_order_relaxed);  // relaxed: published by the launch below
   work.launched = true;
-  work.waited = false;
   pending.push_back(index);
   ++stats.tasks_launched;
   if (work.batch) ++stats.batches;
@@ -238,21 +238,30 @@ void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t
   extra.clear();
 }
 
-// wait_for waits for every launched unit that must complete by `up_to`, oldest first: each
-// unit's prerequisites are older, so none is waited for before what it waits for.
+// wait_for waits for every launched unit that must complete by `up_to`. Game-thread units
+// first, oldest first: a unit's prerequisites are older, and a game-thread unit that became
+// ready while the game thread waits for it runs from the game thread's own queue. Then the
+// rest together (they wait only for work that completed or that any thread can run), taken
+// back and run here where they have not started.
 void tick_manager::state::wait_for(ticking_group up_to) {
-  std::vector<std::uint32_t> due;
+  due_scratch.clear();
   auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
     if (units[index].end > up_to) return false;
-    due.push_back(index);
+    due_scratch.push_back(index);
     return true;
   });
   pending.erase(keep, pending.end());
-  std::sort(due.begin(), due.end());
-  for (std::uint32_t index : due) {
-    units[index].handle.wait();
-    units[index].waited = true;
+  std::sort(due_scratch.begin(), due_scratch.end());
+  waiting_scratch.clear();
+  for (std::uint32_t index : due_scratch) {
+    if (units[index].game_thread) {
+      units[index].handle.wait();
+    } else {
+      waiting_scratch.push_back(units[index].handle);
+    }
   }
+  wait_all(waiting_scratch);
+  waiting_scratch.clear();
 }
 
 void tick_manager::state::run_group(ticking_group group, bool block) {

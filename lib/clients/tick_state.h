@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -90,7 +91,6 @@ struct unit {
   // Per frame.
   task<> handle;
   bool launched = false;
-  bool waited = false;
   // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its ticks'
   // function pointers; unregistration clears a pointer (seq_cst) before it loads this: one
   // of the two sees the other, so a tick either is skipped or is waited for.
@@ -145,7 +145,10 @@ struct tick_manager::state {
   std::array<std::vector<std::uint32_t>, ticking_group_count> frame_by_start;
   std::vector<std::uint32_t> pending;  // launched units not yet waited for
   std::vector<ticks::tick_slot*> newly_spawned;
-  std::vector<task<>> prerequisite_scratch;
+  // Scratch lists kept between frames (no allocation per frame); handles by reference.
+  std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
+  std::vector<task<>> waiting_scratch;  // copies: wait_all takes a run of them back at once
+  std::vector<std::uint32_t> due_scratch;
   tick_frame_stats stats{};
   // relaxed: a sum read on the game thread after every unit completed (the waits order it).
   std::atomic<std::size_t> ticks_run{0};
