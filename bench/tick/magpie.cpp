@@ -8,7 +8,9 @@
 #include "../common/magpie_threads.h"
 #include "workload.h"
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -97,9 +99,12 @@ int main(int argc, char** argv) {
       {"_rebuild", {.cache_schedule = false}, false},
       {"_batched", {}, true},
   };
+  // MAGPIE_TICK_VARIANT=_rebuild (or "", _batched) measures one variant alone, for profiling.
+  const char* only = std::getenv("MAGPIE_TICK_VARIANT");
   for (unsigned threads : chosen.threads) {
     magpie::scheduler pool(bench::magpie_options(threads));
     for (const variant& each : variants) {
+      if (only != nullptr && std::string(only) != each.suffix) continue;
       world_of_ticks world(pool, ticks, each.options, each.batchable);
       tick_bench::measure(chosen, "magpie", each.suffix, ticks, threads, [&](int frames) { return world.frames(frames); });
     }

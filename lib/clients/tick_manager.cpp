@@ -3,11 +3,11 @@
 #include <magpie/diagnostics.h>
 #include <magpie/task.h>
 #include <magpie/tick_manager.h>
-#include <magpie/wait.h>
 
 #include "tick_state.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <ostream>
@@ -182,7 +182,16 @@ void tick_manager::state::run_unit(unit& work) {
   running_unit = &work;
   work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
   std::size_t ran = 0;
-  for (tick_slot* slot : work.members) {
+  tick_slot* const* members = work.members.data();
+  std::size_t count = work.members.size();
+  for (std::size_t at = 0; at < count; ++at) {
+    // A chunk's slots and tick functions lie all over memory: fetch them a few ticks ahead
+    // (the loads of the pointers below never fault, and prefetches never trap).
+    if (at + 8 < count) __builtin_prefetch(members[at + 8]);
+    if (at + 4 < count) {
+      __builtin_prefetch(members[at + 4]->function.load(std::memory_order_relaxed));  // relaxed: only a hint
+    }
+    tick_slot* slot = members[at];
     tick_function* tick = slot->function.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
     if (tick == nullptr || !slot->enabled.load(std::memory_order_relaxed)) continue;  // relaxed: see tick_slot
     float delta = frame_delta;
@@ -238,11 +247,36 @@ void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t
   extra.clear();
 }
 
-// wait_for waits for every launched unit that must complete by `up_to`. Game-thread units
-// first, oldest first: a unit's prerequisites are older, and a game-thread unit that became
-// ready while the game thread waits for it runs from the game thread's own queue. Then the
-// rest together (they wait only for work that completed or that any thread can run), taken
-// back and run here where they have not started.
+// prerequisites_done says whether every unit `work` waits for has completed.
+bool tick_manager::state::prerequisites_done(const unit& work) const {
+  for (std::uint32_t before : work.prerequisites) {
+    if (!units[before].handle.is_completed()) return false;
+  }
+  return true;
+}
+
+// settle_game_unit waits for a game-thread unit. Its prerequisites are older game-thread
+// units (settled already) or any-thread units, which the workers run meanwhile: the game
+// thread runs its own queue and waits in short spells rather than taking the workers' work,
+// unless the workers make no progress for a while.
+void tick_manager::state::settle_game_unit(const unit& work) {
+  int idle_spells = 0;
+  while (!work.handle.is_completed()) {
+    if (prerequisites_done(work) && work.handle.try_retract_and_execute()) continue;
+    if (pool->process_until_idle(game_named) != 0) {
+      idle_spells = 0;
+      continue;
+    }
+    if (++idle_spells > 8 && work.handle.try_retract_and_execute()) continue;  // take its prerequisites back
+    work.handle.wait(std::chrono::microseconds(20));
+  }
+}
+
+// wait_for waits for every launched unit that must complete by `up_to`: game-thread units
+// first, oldest first (a unit's prerequisites are older), while the workers run the rest;
+// then the rest, oldest first, the game thread taking back what has not started, from the
+// one it waits for or later ones. It blocks only in short spells, so that a game-thread unit
+// made ready meanwhile waits no longer than that.
 void tick_manager::state::wait_for(ticking_group up_to) {
   due_scratch.clear();
   auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
@@ -252,25 +286,33 @@ void tick_manager::state::wait_for(ticking_group up_to) {
   });
   pending.erase(keep, pending.end());
   std::sort(due_scratch.begin(), due_scratch.end());
-  waiting_scratch.clear();
   for (std::uint32_t index : due_scratch) {
-    if (units[index].game_thread) {
-      units[index].handle.wait();
-    } else {
-      waiting_scratch.push_back(units[index].handle);
+    if (units[index].game_thread) settle_game_unit(units[index]);
+  }
+  std::size_t helper = 0;  // the next later unit the game thread may take back while it waits
+  for (std::size_t at = 0; at < due_scratch.size(); ++at) {
+    const task<>& handle = units[due_scratch[at]].handle;
+    while (!handle.is_completed()) {
+      if (handle.try_retract_and_execute()) continue;
+      if (pool->process_until_idle(game_named) != 0) continue;
+      bool helped = false;
+      for (helper = std::max(helper, at + 1); helper < due_scratch.size() && !helped; ++helper) {
+        const task<>& later = units[due_scratch[helper]].handle;
+        helped = !later.is_completed() && later.try_retract_and_execute();
+      }
+      if (!helped) handle.wait(std::chrono::microseconds(20));
     }
   }
-  wait_all(waiting_scratch);
-  waiting_scratch.clear();
 }
 
 void tick_manager::state::run_group(ticking_group group, bool block) {
-  std::vector<std::uint32_t> launched;
-  release(group, launched);
-  // The game thread runs its own units first, in release order (high priority first), so
-  // any-thread units are left to the workers meanwhile.
-  for (std::uint32_t index : launched) {
-    if (units[index].game_thread) units[index].handle.try_retract_and_execute();
+  launched_scratch.clear();
+  release(group, launched_scratch);
+  // The game thread runs its own ready units first, in release order (high priority
+  // first), leaving any-thread units to the workers meanwhile.
+  for (std::uint32_t index : launched_scratch) {
+    const unit& work = units[index];
+    if (work.game_thread && prerequisites_done(work)) work.handle.try_retract_and_execute();
   }
   if (block) {
     wait_for(group);

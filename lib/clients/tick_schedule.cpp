@@ -156,13 +156,13 @@ namespace {
 
 struct unit_key {
   ticking_group start, end;
-  bool game_thread, high_priority, batch;
+  bool game_thread, high_priority, batch, linked;
   std::size_t index() const {
-    return ((static_cast<std::size_t>(start) * ticking_group_count + static_cast<std::size_t>(end)) * 2 +
-            (game_thread ? 1 : 0)) * 4 + (high_priority ? 2 : 0) + (batch ? 1 : 0);
+    std::size_t groups = static_cast<std::size_t>(start) * ticking_group_count + static_cast<std::size_t>(end);
+    return groups * 16 + (game_thread ? 8 : 0) + (high_priority ? 4 : 0) + (batch ? 2 : 0) + (linked ? 1 : 0);
   }
 };
-constexpr std::size_t unit_key_count = ticking_group_count * ticking_group_count * 2 * 4;
+constexpr std::size_t unit_key_count = ticking_group_count * ticking_group_count * 16;
 
 }  // namespace
 
@@ -220,10 +220,14 @@ void tick_manager::state::build() {
     bool high = tick_access::high(tick);
     bool batch = options.allow_batching && tick_access::batching(tick) && !high && slot.game_thread &&
                  slot.start == slot.end;
-    unit_key key{slot.start, slot.end, slot.game_thread, high, batch};
+    // Free ticks share chunks; so do any-thread ticks with prerequisites to wait for (their
+    // own chunks, so that free chunks never wait); a game-thread tick with prerequisites gets
+    // a task of its own unless it batches.
+    bool linked = !waits.empty() && !batch;
+    unit_key key{slot.start, slot.end, slot.game_thread, high, batch, linked && !slot.game_thread};
     std::uint32_t& candidate = open[key.index()];
     std::uint32_t chosen = none;
-    if (batch || waits.empty()) {
+    if (batch || !linked || !slot.game_thread) {
       bool fits = candidate != none &&
                   (batch || slot.game_thread || units[candidate].members.size() < any_thread_chunk) &&
                   std::all_of(waits.begin(), waits.end(), [&](std::uint32_t w) { return w <= candidate; });

@@ -147,8 +147,8 @@ struct tick_manager::state {
   std::vector<ticks::tick_slot*> newly_spawned;
   // Scratch lists kept between frames (no allocation per frame); handles by reference.
   std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
-  std::vector<task<>> waiting_scratch;  // copies: wait_all takes a run of them back at once
   std::vector<std::uint32_t> due_scratch;
+  std::vector<std::uint32_t> launched_scratch;
   tick_frame_stats stats{};
   // relaxed: a sum read on the game thread after every unit completed (the waits order it).
   std::atomic<std::size_t> ticks_run{0};
@@ -192,6 +192,8 @@ struct tick_manager::state {
   void release(ticking_group group, std::vector<std::uint32_t>& launched);
   void launch(std::uint32_t index);
   void run_unit(ticks::unit& work);
+  bool prerequisites_done(const ticks::unit& work) const;
+  void settle_game_unit(const ticks::unit& work);
   void wait_for(ticking_group up_to);
   void run_group(ticking_group group, bool block);
   void run_newly_spawned_passes();
