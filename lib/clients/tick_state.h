@@ -36,24 +36,24 @@ inline constexpr double run_at_next_visit = -std::numeric_limits<double>::infini
 // group_index turns a group into an array index.
 constexpr std::size_t group_index(ticking_group group) { return static_cast<std::size_t>(group); }
 
-// tick_slot is the manager's record of one registered tick function.
+// tick_slot is the manager's record of one registered tick function. What a unit reads
+// for every tick comes first, in one cache line; the game thread's bookkeeping follows.
 struct tick_slot {
   // Loaded by the unit running it; cleared (seq_cst) by unregistration, which then checks
   // whether that unit is running — see unit::run_state.
   std::atomic<tick_function*> function{nullptr};
-  // relaxed throughout: a tick disabled while its unit starts may run once more or not;
-  // nothing else is published through it.
-  std::atomic<bool> enabled{false};
   // The frame it last ran in; relaxed: read on the game thread only after its unit completed.
   std::atomic<std::uint64_t> ran_frame{0};
-  std::uint32_t index = 0;
-  bool registered = false;
-
-  // Mirrored from the tick function when the schedule is built; read by the units.
-  bool interval = false;
   // Written on the game thread before the units of the frame are launched.
   std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
   float delta = 0;              // an interval tick's delta_seconds: the time since it last ran
+  // relaxed throughout: a tick disabled while its unit starts may run once more or not;
+  // nothing else is published through it.
+  std::atomic<bool> enabled{false};
+  // Mirrored from the tick function when the schedule is built; read by the units.
+  bool interval = false;
+  bool registered = false;
+  std::uint32_t index = 0;
 
   // Cooldown (game thread only).
   double expiry = run_at_next_visit;
