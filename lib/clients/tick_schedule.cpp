@@ -164,9 +164,64 @@ struct unit_key {
     return groups * 16 + (game_thread ? 8 : 0) + (high_priority ? 4 : 0) + (batch ? 2 : 0) + (linked ? 1 : 0);
   }
 };
-constexpr std::size_t unit_key_count = ticking_group_count * ticking_group_count * 16;
+static_assert(ticks::unit_key_count == ticking_group_count * ticking_group_count * 16);
 
 }  // namespace
+
+// file puts a placed tick into a unit: of the cached schedule, or (for_frame) of this frame
+// only. A unit waits only for units made before it, so a tick joins an open unit only when
+// everything it waits for is older than that unit (or inside it: a unit runs its ticks in the
+// order they joined, which is prerequisite order). Free ticks share chunks; so do any-thread
+// ticks with prerequisites to wait for (chunks of their own, so that free chunks never wait);
+// a game-thread tick with prerequisites gets a task of its own unless it batches.
+void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame) {
+  tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
+  waits_scratch.clear();
+  for (tick_slot* before : slot.kept) {
+    if (for_frame && !runs_this_frame(*before)) continue;
+    if (needed_edge(*before, slot) &&
+        std::find(waits_scratch.begin(), waits_scratch.end(), before->unit) == waits_scratch.end()) {
+      waits_scratch.push_back(before->unit);
+    }
+  }
+  bool high = tick_access::high(tick);
+  bool batch = options.allow_batching && tick_access::batching(tick) && !high && slot.game_thread &&
+               slot.start == slot.end;
+  bool linked = !waits_scratch.empty() && !batch;
+  unit_key key{slot.start, slot.end, slot.game_thread, high, batch, linked && !slot.game_thread};
+  std::uint32_t& candidate = open[key.index()];
+  auto new_unit = [&] {
+    auto index = static_cast<std::uint32_t>(units.size());
+    unit& made = units.emplace_back();
+    made.start = key.start;
+    made.end = key.end;
+    made.game_thread = key.game_thread;
+    made.high_priority = key.high_priority;
+    made.batch = key.batch;
+    (for_frame ? frame_by_start : static_by_start)[ticks::group_index(key.start)].push_back(index);
+    return index;
+  };
+  std::uint32_t chosen = none;
+  if (batch || !linked || !slot.game_thread) {
+    bool fits = candidate != none &&
+                (batch || slot.game_thread || units[candidate].members.size() < any_thread_chunk) &&
+                std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w <= candidate; });
+    if (!fits) candidate = new_unit();
+    chosen = candidate;
+  } else {
+    chosen = new_unit();
+    units[chosen].single = true;
+  }
+  unit& into = units[chosen];
+  for (std::uint32_t w : waits_scratch) {
+    if (w != chosen && std::find(into.prerequisites.begin(), into.prerequisites.end(), w) == into.prerequisites.end()) {
+      into.prerequisites.push_back(w);
+    }
+  }
+  into.members.push_back(&slot);
+  slot.unit = chosen;
+  if (for_frame) slot.placed_frame = frame;
+}
 
 // build places every registered, enabled tick in prerequisite order (depth first, high
 // priority roots first) and files it into a unit; cycles are broken at the edge that closes
@@ -192,62 +247,8 @@ void tick_manager::state::build() {
     if (slot.in_schedule) slot.interval = tick_access::interval(*tick) > 0;
   }
 
-  std::array<std::uint32_t, unit_key_count> open;
+  std::array<std::uint32_t, ticks::unit_key_count> open;
   open.fill(none);
-  auto new_unit = [&](const unit_key& key) {
-    auto index = static_cast<std::uint32_t>(units.size());
-    unit& made = units.emplace_back();
-    made.start = key.start;
-    made.end = key.end;
-    made.game_thread = key.game_thread;
-    made.high_priority = key.high_priority;
-    made.batch = key.batch;
-    static_by_start[ticks::group_index(key.start)].push_back(index);
-    return index;
-  };
-
-  // file puts a placed tick into a unit. A unit waits only for units made before it, so a
-  // tick joins an open unit only when everything it waits for is older than that unit (or
-  // inside it: a unit runs its ticks in the order they joined, which is prerequisite order).
-  std::vector<std::uint32_t> waits;
-  auto file = [&](tick_slot& slot) {
-    tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
-    if (slot.start != tick_access::group(tick)) ++static_demoted;
-    waits.clear();
-    for (tick_slot* before : slot.kept) {
-      if (needed_edge(*before, slot) && std::find(waits.begin(), waits.end(), before->unit) == waits.end()) {
-        waits.push_back(before->unit);
-      }
-    }
-    bool high = tick_access::high(tick);
-    bool batch = options.allow_batching && tick_access::batching(tick) && !high && slot.game_thread &&
-                 slot.start == slot.end;
-    // Free ticks share chunks; so do any-thread ticks with prerequisites to wait for (their
-    // own chunks, so that free chunks never wait); a game-thread tick with prerequisites gets
-    // a task of its own unless it batches.
-    bool linked = !waits.empty() && !batch;
-    unit_key key{slot.start, slot.end, slot.game_thread, high, batch, linked && !slot.game_thread};
-    std::uint32_t& candidate = open[key.index()];
-    std::uint32_t chosen = none;
-    if (batch || !linked || !slot.game_thread) {
-      bool fits = candidate != none &&
-                  (batch || slot.game_thread || units[candidate].members.size() < any_thread_chunk) &&
-                  std::all_of(waits.begin(), waits.end(), [&](std::uint32_t w) { return w <= candidate; });
-      if (!fits) candidate = new_unit(key);
-      chosen = candidate;
-    } else {
-      chosen = new_unit(key);
-      units[chosen].single = true;
-    }
-    unit& into = units[chosen];
-    for (std::uint32_t w : waits) {
-      if (w != chosen && std::find(into.prerequisites.begin(), into.prerequisites.end(), w) == into.prerequisites.end()) {
-        into.prerequisites.push_back(w);
-      }
-    }
-    into.members.push_back(&slot);
-    slot.unit = chosen;
-  };
 
   // Iterative depth-first search: prerequisite chains of any length, no deep recursion.
   struct frame_entry {
@@ -302,7 +303,8 @@ void tick_manager::state::build() {
         continue;
       }
       place(done, ticking_group::pre_physics, done.kept);
-      file(done);
+      if (done.start != tick_access::group(*done.function.load(std::memory_order_relaxed))) ++static_demoted;  // relaxed: game thread
+      file(done, open, false);
     }
   };
   for (int pass = 0; pass < 2; ++pass) {  // high-priority ticks (and what they wait for) first
@@ -347,6 +349,7 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
 // while the rest of the schedule stands.
 void tick_manager::state::place_dynamic() {
   static thread_local std::vector<tick_slot*> ticking;
+  frame_open.fill(none);
   for (tick_slot* slot : dynamic_order) {
     if (slot->interval && slot->due_frame != frame) continue;
     ticking.clear();
@@ -355,7 +358,7 @@ void tick_manager::state::place_dynamic() {
     }
     place(*slot, ticking_group::pre_physics, ticking);
     if (slot->start != tick_access::group(*slot->function.load(std::memory_order_relaxed))) ++stats.demoted;  // relaxed: game thread
-    add_frame_unit(*slot);
+    file(*slot, frame_open, true);  // frame units: chunked and batched as the cached ones
   }
 }
 

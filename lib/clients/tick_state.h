@@ -33,6 +33,9 @@ namespace magpie::ticks {
 inline constexpr std::uint32_t none = 0xffffffff;
 inline constexpr double run_at_next_visit = -std::numeric_limits<double>::infinity();
 
+// unit_key_count is how many kinds of unit a schedule files ticks into (see file()).
+inline constexpr std::size_t unit_key_count = ticking_group_count * ticking_group_count * 16;
+
 // group_index turns a group into an array index.
 constexpr std::size_t group_index(ticking_group group) { return static_cast<std::size_t>(group); }
 
@@ -149,6 +152,8 @@ struct tick_manager::state {
   std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
   std::vector<std::uint32_t> due_scratch;
   std::vector<std::uint32_t> launched_scratch;
+  std::vector<std::uint32_t> waits_scratch;
+  std::array<std::uint32_t, ticks::unit_key_count> frame_open{};  // open frame units, by kind
   tick_frame_stats stats{};
   // relaxed: a sum read on the game thread after every unit completed (the waits order it).
   std::atomic<std::size_t> ticks_run{0};
@@ -187,6 +192,7 @@ struct tick_manager::state {
   void place_dynamic();
   void queue_newly_spawned(ticking_group context);
   std::uint32_t add_frame_unit(ticks::tick_slot& slot);
+  void file(ticks::tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame);
 
   // Frames (tick_manager.cpp).
   void release(ticking_group group, std::vector<std::uint32_t>& launched);
