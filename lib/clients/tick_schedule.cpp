@@ -276,9 +276,9 @@ void tick_manager::state::build() {
           std::string text = "tick prerequisite cycle: ";
           auto from = std::find_if(stack.begin(), stack.end(), [&](const frame_entry& e) { return e.slot == &other; });
           for (auto each = from; each != stack.end(); ++each) {
-            text.append("'").append(each->slot->function.load(std::memory_order_relaxed)->name()).append("' waits for ");
+            text.append("'").append(ticks::name_of(*each->slot)).append("' waits for ");
           }
-          text.append("'").append(other.function.load(std::memory_order_relaxed)->name()).append("'; '");
+          text.append("'").append(ticks::name_of(other)).append("'; '");
           text.append(tick.name()).append("' no longer waits for '").append(prerequisite->name());
           text.append("' (that edge is dropped; every tick still runs)");
           cycles.push_back({std::move(text)});

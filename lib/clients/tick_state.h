@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <string>
@@ -99,6 +100,18 @@ struct unit {
   // of the two sees the other, so a tick either is skipped or is waited for.
   std::atomic<std::uint8_t> run_state{0};
 };
+
+// running_unit is the unit this thread is running, so that unregistering a tick of that very
+// unit from one of its own ticks does not wait for itself.
+extern thread_local const unit* running_unit;
+
+// report_tick_exception reports what a tick body threw; the frame goes on.
+[[gnu::cold]] void report_tick_exception(const tick_slot& slot, std::exception_ptr error);
+
+// name_of is a slot's tick function's name, for reports (game thread, registered slot).
+inline const std::string& name_of(const tick_slot& slot) {
+  return slot.function.load(std::memory_order_relaxed)->name();  // relaxed: the game thread's own store
+}
 
 // cycle_report is one cycle the build broke.
 struct cycle_report {
