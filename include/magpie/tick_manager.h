@@ -85,7 +85,9 @@ class tick_function {
   tick_function(std::string name, std::function<void(float delta_seconds, level_tick)> body);
 
   // ~tick_function unregisters it and drops every prerequisite edge to and from it; safe at
-  // any time, also mid-frame and from inside its own execute_tick.
+  // any time, also mid-frame and from inside its own execute_tick. A subclass whose tick may
+  // be running on another thread when it is destroyed calls unregister_tick_function() in its
+  // own destructor first: by the time this one runs, the subclass's members are gone.
   virtual ~tick_function();
 
   tick_function(const tick_function&) = delete;
