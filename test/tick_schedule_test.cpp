@@ -1,6 +1,7 @@
-// Tests for the tick manager's schedule (lib/clients/tick_schedule.cpp): the cached schedule
-// gives the same frames as rebuilding every frame over random changes, and ticks destroyed
-// while workers run their group are never touched again.
+// Tests for the tick manager's schedule (lib/clients/tick_schedule.cpp): newly spawned
+// ticks, batching, when the cached schedule is reused and rebuilt, that it gives the same
+// frames as rebuilding every frame over random changes, and that ticks destroyed while
+// workers run their group are never touched again.
 #include <magpie/tick_manager.h>
 
 #include "support.h"
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 #include <span>
@@ -232,6 +234,134 @@ std::uint64_t first_seed() {
 }  // namespace
 
 TEST_SUITE("tick_schedule") {
+
+TEST_CASE("tick_schedule: a tick registered during a frame runs later in it, demoted to the next group") {
+  scheduler pool(tick_pool(1));
+  tick_manager manager(pool);
+  event_log log;
+  logged_tick spawned("spawned", log), spawned_late("spawned late", log);
+  tick_function spawner("spawner", [&](float, level_tick) {
+    if (!spawned.is_tick_function_registered()) spawned.register_tick_function(manager);
+  });
+  tick_function late_spawner("late spawner", [&](float, level_tick) {
+    if (!spawned_late.is_tick_function_registered()) spawned_late.register_tick_function(manager);
+  });
+  late_spawner.set_tick_group(ticking_group::last_demotable);
+  spawner.register_tick_function(manager);
+  late_spawner.register_tick_function(manager);
+  run_frame(manager);
+  CHECK(spawned.runs.load() == 1);
+  CHECK(spawned.seen_start == ticking_group::during_physics);  // pre_physics + 1, start_physics skipped
+  CHECK(spawned_late.runs.load() == 1);
+  CHECK(spawned_late.seen_start == ticking_group::newly_spawned);
+  CHECK(manager.last_frame_stats().newly_spawned_passes == 1);
+  run_frame(manager);  // both are in the schedule now
+  CHECK(spawned.runs.load() == 2);
+  CHECK(spawned.actual_start_tick_group() == ticking_group::pre_physics);
+  CHECK(manager.last_frame_stats().newly_spawned_passes == 0);
+}
+
+TEST_CASE("tick_schedule: runaway spawning stops after the pass limit, reported by name; the rest tick next frame") {
+  scheduler pool(tick_pool(1));
+  tick_manager manager(pool, {.newly_spawned_pass_limit = 3});
+  std::vector<std::unique_ptr<tick_function>> chain;
+  int ran = 0;
+  std::function<void(float, level_tick)> spawn_next = [&](float, level_tick) {
+    ++ran;
+    if (chain.size() < 6) {
+      chain.push_back(std::make_unique<tick_function>("spawn " + std::to_string(chain.size()), spawn_next));
+      chain.back()->register_tick_function(manager);
+    }
+  };
+  tick_function first("first", spawn_next);
+  first.set_tick_group(ticking_group::last_demotable);
+  first.register_tick_function(manager);
+  diagnostic_recorder recorder;
+  run_frame(manager);
+  CHECK(ran == 4);  // first, then three passes
+  CHECK(manager.last_frame_stats().newly_spawned_passes == 3);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::limit_reached);
+  CHECK(reports[0].message.find("'spawn 3'") != std::string::npos);
+  run_frame(manager);  // spawn 3 ticks now, with everyone else
+  CHECK(ran == 4 + 5 + 2);
+}
+
+TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the same results") {
+  for (bool batching : {false, true}) {
+    CAPTURE(batching);
+    scheduler pool(tick_pool(1));
+    tick_manager manager(pool, {.allow_batching = batching});
+    event_log log;
+    std::vector<std::unique_ptr<logged_tick>> ticks;
+    for (int i = 0; i < 12; ++i) {
+      auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+      tick.set_allow_tick_batching(true);
+      tick.set_tick_group(ticking_group::post_physics);
+      tick.set_end_tick_group(ticking_group::post_physics);
+      if (i % 3 != 0) tick.add_prerequisite(*ticks[static_cast<std::size_t>(i - 1)]);
+    }
+    for (auto& tick : ticks) tick->register_tick_function(manager);
+    run_frame(manager);
+    auto events = log.take();
+    REQUIRE(events.size() == 12);
+    for (int i = 0; i < 12; ++i) {
+      if (i % 3 != 0) {
+        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+      }
+    }
+    auto stats = manager.last_frame_stats();
+    if (batching) {
+      CHECK(stats.batches == 1);
+      CHECK(stats.tasks_launched == 1);
+    } else {
+      CHECK(stats.batches == 0);
+      CHECK(stats.tasks_launched == 9);  // one chunk of the four free ticks, a task for each other
+    }
+  }
+}
+
+TEST_CASE("tick_schedule: the schedule is reused until something changes, and rebuilt once per change") {
+  scheduler pool(tick_pool(1));
+  tick_manager manager(pool);
+  event_log log;
+  logged_tick a("a", log), b("b", log), c("c", log);
+  a.register_tick_function(manager);
+  b.register_tick_function(manager);
+  auto rebuilt_after = [&](auto change) {
+    run_frame(manager);
+    change();
+    run_frame(manager);
+    bool rebuilt = manager.last_frame_stats().schedule_rebuilt;
+    run_frame(manager);
+    CHECK_FALSE(manager.last_frame_stats().schedule_rebuilt);
+    return rebuilt;
+  };
+  run_frame(manager);
+  CHECK(manager.last_frame_stats().schedule_rebuilt);
+  CHECK_FALSE(rebuilt_after([] {}));
+  CHECK(rebuilt_after([&] { c.register_tick_function(manager); }));
+  CHECK(rebuilt_after([&] { c.unregister_tick_function(); }));
+  CHECK(rebuilt_after([&] { a.set_tick_function_enable(false); }));
+  CHECK(rebuilt_after([&] { a.set_tick_function_enable(true); }));
+  CHECK(rebuilt_after([&] { a.set_tick_group(ticking_group::post_physics); }));
+  CHECK(rebuilt_after([&] { a.set_end_tick_group(ticking_group::last_demotable); }));
+  CHECK(rebuilt_after([&] { a.set_high_priority(true); }));
+  CHECK(rebuilt_after([&] { a.set_run_on_any_thread(true); }));
+  CHECK(rebuilt_after([&] { a.add_prerequisite(b); }));
+  CHECK(rebuilt_after([&] { a.remove_prerequisite(b); }));
+  CHECK(rebuilt_after([&] { a.set_tick_interval(0.5f); }));
+  CHECK_FALSE(rebuilt_after([&] { a.set_tick_interval(0.25f); }));
+  CHECK_FALSE(rebuilt_after([&] { a.update_tick_interval_and_cool_down(0.125f); }));
+  CHECK_FALSE(rebuilt_after([&] { a.set_tick_even_when_paused(true); }));
+  CHECK(rebuilt_after([&] { a.set_tick_interval(0.f); }));
+  tick_manager uncached(pool, {.cache_schedule = false});
+  c.register_tick_function(uncached);
+  run_frame(uncached);
+  run_frame(uncached);
+  CHECK(uncached.last_frame_stats().schedule_rebuilt);
+}
 
 TEST_CASE("tick_schedule: the cached schedule runs the same frames as rebuilding every frame (random changes)") {
   std::uint64_t seed = first_seed();
