@@ -47,9 +47,9 @@ void tick_manager::state::run_unit(unit& work) {
   for (std::size_t at = 0; at < count; ++at) {
     // A chunk's slots and tick functions lie all over memory: fetch them a few ticks ahead
     // (the loads of the pointers below never fault, and prefetches never trap).
-    if (at + 8 < count) __builtin_prefetch(members[at + 8]);
-    if (at + 4 < count) {
-      __builtin_prefetch(members[at + 4]->function.load(std::memory_order_relaxed));  // relaxed: only a hint
+    if (at + 16 < count) __builtin_prefetch(members[at + 16]);
+    if (at + 8 < count) {
+      __builtin_prefetch(members[at + 8]->function.load(std::memory_order_relaxed));  // relaxed: only a hint
     }
     tick_slot* slot = members[at];
     tick_function* tick = slot->function.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
