@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds release, runs every workload on every
 # system that was built (magpie; oneTBB; Taskflow and OpenMP when present; the serial
-# baselines), prints the ratio table and writes the chart, then the micro-benchmarks of the
-# lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
+# baselines), prints the ratio table and writes the chart, runs examples/engine_frame (a
+# game frame on the tick manager), then the micro-benchmarks of the lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
 #   tools/bench.sh            full sizes, 3 rounds of 3 timed runs each; the systems take
 #                             turns round by round, and the table shows the median round
 #   tools/bench.sh --quick    smaller sizes, 1 round of 5 runs: about a minute on 2 cores
@@ -83,7 +83,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 started=$SECONDS
-workloads=(scheduler tasks fork_join graph timers)
+workloads=(scheduler tasks fork_join graph timers tick)
 [ ${#only[@]} -gt 0 ] && workloads=("${only[@]}")
 # Round by round, every system of a workload takes its turn: a slow spell of a shared host
 # then costs one round of whichever systems ran in it, and the table's median round drops it.
@@ -104,6 +104,12 @@ echo "=== table ($(nproc) hardware threads, $(uname -m), $(date -u +%Y-%m-%d), $
 echo "(peak memory per measurement: tools/bench_table.py --memory $run_json)"
 "$python" tools/bench_chart.py "$run_json" ||
   echo "no chart: python3-matplotlib missing for $python (tools/install-deps.sh bench)"
+# The tick manager's example: a game loop on a world, frame time per group.
+if [ -x "$dir/examples/engine_frame" ] && { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" tick "* ]]; }; then
+  echo
+  echo "=== examples/engine_frame: a game thread driving a world, a render thread, 2000 actors"
+  "$dir/examples/engine_frame" || echo "engine_frame FAILED (above)"
+fi
 if [ -n "$baseline" ]; then
   echo
   echo "=== regression check against $baseline"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the plain build (debugoptimized, asserts on, Relacy models
-# included), ThreadSanitizer, and AddressSanitizer + UBSan; then installs the plain build
-# into a scratch prefix and builds a CMake and a pkg-config consumer against it.
+# Checks the layering (tools/check_layers.py), then builds and runs every test: the plain
+# build (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, and
+# AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds
+# a CMake and a pkg-config consumer against it.
 #   tools/test.sh                 all three builds
 #   tools/test.sh plain           one of: plain tsan asan
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The clients and the compat layer include only public headers (DESIGN §1): checked first.
+python3 tools/check_layers.py --self-test >/dev/null
+python3 tools/check_layers.py
 tools/install-deps.sh test
 
 builds=("$@")

@@ -12,6 +12,8 @@
 #include <magpie/task_event.h>
 #include <magpie/task_group.h>
 #include <magpie/task_memory.h>
+#include <magpie/tick_manager.h>
 #include <magpie/timer_manager.h>
 #include <magpie/trace.h>
 #include <magpie/wait.h>
+#include <magpie/world.h>

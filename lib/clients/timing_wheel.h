@@ -1,5 +1,5 @@
 // The timer manager's index of active timers: an exact hierarchical timing wheel
-// (Varghese & Lauck, scheme 7). Private to lib/.
+// (Varghese & Lauck, scheme 7). Private to lib/clients/.
 //
 // Each node keeps its exact expiry (double seconds); the wheel only files it under a tick
 // of 1/1024 s, so buckets narrow down which nodes to look at and never decide whether one is

@@ -1,0 +1,125 @@
+// tick_frame on magpie's tick manager: the cached schedule (row "tick_frame"), Unreal's
+// rebuild-every-frame algorithm ("tick_frame_rebuild"), every tick allowing batching
+// ("tick_frame_batched"); bytes per registered tick function ("tick_bytes") and, at full
+// size, a frame of a million tick functions ("tick_frame_1m": per frame, peak memory in the
+// JSON). "N threads" = a scheduler of N − 1 workers plus the game thread driving the frames.
+#include <magpie/tick_manager.h>
+
+#include "../common/magpie_threads.h"
+#include "workload.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using magpie::level_tick;
+using magpie::ticking_group;
+
+constexpr ticking_group groups[] = {ticking_group::pre_physics, ticking_group::during_physics,
+                                    ticking_group::post_physics, ticking_group::post_update_work};
+
+class bench_tick final : public magpie::tick_function {
+ public:
+  bench_tick(std::uint64_t* state, std::uint32_t index) : state_(state), index_(index) {}
+
+ protected:
+  void execute_tick(float, level_tick) override { tick_bench::work(state_, index_); }
+
+ private:
+  std::uint64_t* state_;
+  std::uint32_t index_;
+};
+
+// world_of_ticks registers the population's tick functions with one manager.
+struct world_of_ticks {
+  world_of_ticks(magpie::scheduler& pool, const tick_bench::population& ticks, magpie::tick_manager_options options,
+                 bool batchable)
+      : manager(pool, options), state(ticks.size(), 1) {
+    functions.reserve(ticks.size());
+    for (std::uint32_t i = 0; i < ticks.size(); ++i) {
+      auto& tick = *functions.emplace_back(std::make_unique<bench_tick>(state.data(), i));
+      tick.set_tick_group(groups[ticks.own_group[i]]);
+      tick.set_run_on_any_thread(ticks.any_thread[i]);
+      tick.set_allow_tick_batching(batchable);
+      if (ticks.interval[i] > 0) tick.set_tick_interval(ticks.interval[i]);
+      if (ticks.prerequisite[i] != tick_bench::population::none) tick.add_prerequisite(*functions[ticks.prerequisite[i]]);
+    }
+    for (auto& tick : functions) tick->register_tick_function(manager);
+  }
+
+  std::size_t frames(int count) {
+    std::size_t ran = 0;
+    for (int frame = 0; frame < count; ++frame) {
+      manager.start_frame(tick_bench::frame_seconds);
+      manager.run_tick_group(ticking_group::pre_physics);
+      manager.run_tick_group(ticking_group::start_physics);
+      manager.run_tick_group(ticking_group::during_physics, false);
+      manager.run_tick_group(ticking_group::end_physics);
+      manager.run_tick_group(ticking_group::post_physics);
+      manager.run_tick_group(ticking_group::post_update_work);
+      manager.run_tick_group(ticking_group::last_demotable);
+      manager.end_frame();
+      ran += manager.last_frame_stats().ticks_run;
+    }
+    return ran;
+  }
+
+  magpie::tick_manager manager;
+  std::vector<std::uint64_t> state;
+  std::vector<std::unique_ptr<bench_tick>> functions;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::options chosen = bench::parse(argc, argv, "tick manager: a frame of tick functions");
+  std::size_t count = chosen.quick ? 20'000 : 100'000;
+  tick_bench::population ticks = tick_bench::make_population(count);
+
+  {  // first thing in the process: nothing earlier left memory for the ticks to reuse
+    magpie::scheduler pool(bench::magpie_options(1));
+    double bytes = bench::bytes_per_task(count, [&](auto measure) {
+      world_of_ticks world(pool, ticks, {}, false);
+      world.frames(1);  // the schedule is built
+      measure();
+    });
+    bench::record(chosen, "magpie", "tick_bytes", std::to_string(count), 1, {bytes}, 0, "bytes");
+  }
+
+  struct variant {
+    const char* suffix;
+    magpie::tick_manager_options options;
+    bool batchable;
+  };
+  const variant variants[] = {
+      {"", {}, false},
+      {"_rebuild", {.cache_schedule = false}, false},
+      {"_batched", {}, true},
+  };
+  // MAGPIE_TICK_VARIANT=_rebuild (or "", _batched) measures one variant alone, for profiling.
+  const char* only = std::getenv("MAGPIE_TICK_VARIANT");
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(bench::magpie_options(threads));
+    for (const variant& each : variants) {
+      if (only != nullptr && std::string(only) != each.suffix) continue;
+      world_of_ticks world(pool, ticks, each.options, each.batchable);
+      tick_bench::measure(chosen, "magpie", each.suffix, ticks, threads, [&](int frames) { return world.frames(frames); });
+    }
+  }
+
+  if (!chosen.quick) {  // a million tick functions: it must run; time per frame and memory
+    std::size_t million = 1'000'000;
+    tick_bench::population many = tick_bench::make_population(million, 26);
+    unsigned threads = chosen.threads.back();
+    magpie::scheduler pool(bench::magpie_options(threads));
+    bench::reset_peak_rss();
+    world_of_ticks world(pool, many, {}, false);
+    std::vector<double> seconds = bench::time_runs(chosen.runs, [&] {
+      tick_bench::check_ran(many, world.frames(1), 1, "magpie (1M)");
+    });
+    bench::record(chosen, "magpie", "tick_frame_1m", std::to_string(million), threads, seconds, million);
+  }
+}

@@ -1,0 +1,226 @@
+// The tick manager's frames: the units' tasks, launching them group by group, running their
+// ticks, and waiting for them on the game thread.
+#include <magpie/diagnostics.h>
+#include <magpie/task.h>
+#include <magpie/tick_manager.h>
+
+#include "tick_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <string>
+
+namespace magpie {
+
+namespace ticks {
+
+thread_local const unit* running_unit = nullptr;
+
+void report_tick_exception(const tick_slot& slot, std::exception_ptr error) {
+  std::string what = "an exception not derived from std::exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& caught) {
+    what = caught.what();
+  } catch (...) {
+  }
+  const tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: only for its name
+  std::string name = tick != nullptr ? tick->name() : std::string("(unregistered by its own tick)");
+  report(diagnostic_kind::unhandled_exception,
+         "tick function '" + name + "' threw: " + what + "; the frame goes on", severity::warning);
+}
+
+}  // namespace ticks
+
+using ticks::running_unit;
+using ticks::tick_slot;
+using ticks::unit;
+
+void tick_manager::state::run_unit(unit& work) {
+  const unit* outer = running_unit;
+  running_unit = &work;
+  work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+  std::size_t ran = 0;
+  tick_slot* const* members = work.members.data();
+  std::size_t count = work.members.size();
+  for (std::size_t at = 0; at < count; ++at) {
+    // A chunk's slots and tick functions lie all over memory: fetch them a few ticks ahead
+    // (the loads of the pointers below never fault, and prefetches never trap).
+    if (at + 16 < count) __builtin_prefetch(members[at + 16]);
+    if (at + 8 < count) {
+      __builtin_prefetch(members[at + 8]->function.load(std::memory_order_relaxed));  // relaxed: only a hint
+    }
+    tick_slot* slot = members[at];
+    tick_function* tick = slot->function.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+    if (tick == nullptr || !slot->enabled.load(std::memory_order_relaxed)) continue;  // relaxed: see tick_slot
+    float delta = frame_delta;
+    if (slot->interval) {
+      if (slot->due_frame != frame) continue;
+      delta = slot->delta;
+    }
+    slot->ran_frame.store(frame, std::memory_order_relaxed);  // relaxed: see tick_slot::ran_frame
+    ++ran;
+    try {
+      tick_access::execute(*tick, delta, tick_type);
+    } catch (...) {
+      ticks::report_tick_exception(*slot, std::current_exception());
+    }
+  }
+  ticks_run.fetch_add(ran, std::memory_order_relaxed);  // relaxed: see state::ticks_run
+  work.run_state.store(2, std::memory_order_release);   // release: pairs with wait_until_not_running's load
+  running_unit = outer;
+}
+
+void tick_manager::state::launch(std::uint32_t index) {
+  unit& work = units[index];
+  prerequisite_scratch.clear();
+  for (std::uint32_t before : work.prerequisites) prerequisite_scratch.emplace_back(units[before].handle);
+  work.run_state.store(0, std::memory_order_relaxed);  // relaxed: published by the launch below
+  work.launched = true;
+  pending.push_back(index);
+  ++stats.tasks_launched;
+  if (work.batch) ++stats.batches;
+  const char* name = work.batch ? "tick batch" : work.single ? "tick" : "tick chunk";
+  placement where = work.game_thread ? on_thread(game_named, thread_queue::main, work.high_priority)
+                                     : placement(work.high_priority ? priority::high : priority::normal);
+  state* self = this;
+  unit* target = &work;
+  auto body = [self, target] { self->run_unit(*target); };
+  if (prerequisite_scratch.empty()) {
+    work.handle = pool->launch(name, body, where);
+  } else {
+    work.handle = pool->launch(name, body, prerequisite_scratch, where);
+  }
+}
+
+void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t>& launched) {
+  for (std::uint32_t index : static_by_start[ticks::group_index(group)]) {
+    launch(index);
+    launched.push_back(index);
+  }
+  auto& extra = frame_by_start[ticks::group_index(group)];
+  for (std::uint32_t index : extra) {
+    launch(index);
+    launched.push_back(index);
+  }
+  extra.clear();
+}
+
+// prerequisites_done says whether every unit `work` waits for has completed.
+bool tick_manager::state::prerequisites_done(const unit& work) const {
+  for (std::uint32_t before : work.prerequisites) {
+    if (!units[before].handle.is_completed()) return false;
+  }
+  return true;
+}
+
+// settle_game_unit waits for a game-thread unit. Its prerequisites are older game-thread
+// units (settled already) or any-thread units, which the workers run meanwhile: the game
+// thread runs its own queue and waits in short spells rather than taking the workers' work,
+// unless the workers make no progress for a while.
+void tick_manager::state::settle_game_unit(const unit& work) {
+  int idle_spells = 0;
+  while (!work.handle.is_completed()) {
+    if (prerequisites_done(work) && work.handle.try_retract_and_execute()) continue;
+    if (pool->process_until_idle(game_named) != 0) {
+      idle_spells = 0;
+      continue;
+    }
+    if (++idle_spells > 8 && work.handle.try_retract_and_execute()) continue;  // take its prerequisites back
+    work.handle.wait(std::chrono::microseconds(20));
+  }
+}
+
+// wait_for waits for every launched unit that must complete by `up_to`: game-thread units
+// first, oldest first (a unit's prerequisites are older), while the workers run the rest;
+// then the rest, oldest first, the game thread taking back what has not started, from the
+// one it waits for or later ones. It blocks only in short spells, so that a game-thread unit
+// made ready meanwhile waits no longer than that.
+void tick_manager::state::wait_for(ticking_group up_to) {
+  due_scratch.clear();
+  auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
+    if (units[index].end > up_to) return false;
+    due_scratch.push_back(index);
+    return true;
+  });
+  pending.erase(keep, pending.end());
+  std::sort(due_scratch.begin(), due_scratch.end());
+  for (std::uint32_t index : due_scratch) {
+    if (units[index].game_thread) settle_game_unit(units[index]);
+  }
+  std::size_t helper = 0;  // the next later unit the game thread may take back while it waits
+  for (std::size_t at = 0; at < due_scratch.size(); ++at) {
+    const task<>& handle = units[due_scratch[at]].handle;
+    while (!handle.is_completed()) {
+      if (handle.try_retract_and_execute()) continue;
+      if (pool->process_until_idle(game_named) != 0) continue;
+      bool helped = false;
+      for (helper = std::max(helper, at + 1); helper < due_scratch.size() && !helped; ++helper) {
+        const task<>& later = units[due_scratch[helper]].handle;
+        helped = !later.is_completed() && later.try_retract_and_execute();
+      }
+      if (!helped) handle.wait(std::chrono::microseconds(20));
+    }
+  }
+}
+
+void tick_manager::state::run_group(ticking_group group, bool block) {
+  launched_scratch.clear();
+  release(group, launched_scratch);
+  // The game thread runs its own ready units first, in release order (high priority
+  // first), leaving any-thread units to the workers meanwhile.
+  for (std::uint32_t index : launched_scratch) {
+    const unit& work = units[index];
+    if (work.game_thread && prerequisites_done(work)) work.handle.try_retract_and_execute();
+  }
+  if (block) {
+    wait_for(group);
+  } else {
+    pool->process_until_idle(game_named);
+  }
+}
+
+void tick_manager::state::run_newly_spawned_passes() {
+  int passes = 0;
+  while (!newly_spawned.empty()) {
+    if (passes >= options.newly_spawned_pass_limit) {
+      std::string names;
+      for (tick_slot* slot : newly_spawned) {
+        slot->queued_new = false;
+        names.append(names.empty() ? "'" : ", '").append(ticks::name_of(*slot)).append("'");
+      }
+      newly_spawned.clear();
+      report(diagnostic_kind::limit_reached,
+             "tick_manager: newly spawned ticks still appearing after " + std::to_string(passes) +
+                 " passes (runaway spawning); these tick from the next frame: " + names,
+             severity::warning);
+      break;
+    }
+    queue_newly_spawned(ticking_group::newly_spawned);
+    run_group(ticking_group::newly_spawned, true);
+    ++passes;
+  }
+  stats.newly_spawned_passes = passes;
+}
+
+void tick_manager::state::finish_frame() {
+  wait_for(ticking_group::newly_spawned);
+  for (std::size_t index = 0; index < static_units; ++index) {
+    unit& work = units[index];
+    work.handle = task<>();
+    work.launched = false;
+  }
+  while (units.size() > static_units) units.pop_back();
+  for (auto& list : frame_by_start) list.clear();
+  for (tick_slot* slot : newly_spawned) slot->queued_new = false;  // registered too late: next frame
+  newly_spawned.clear();
+  stats.ticks_run = ticks_run.load(std::memory_order_relaxed);  // relaxed: every unit was waited for
+  if (attached_here) {
+    pool->detach();
+    attached_here = false;
+  }
+  in_frame = false;
+}
+
+}  // namespace magpie

@@ -1,0 +1,200 @@
+// tick_function: settings, registration and prerequisite edges. Every change that alters
+// the schedule marks the manager's cached schedule stale (tick_manager::state::mark_changed).
+#include <magpie/diagnostics.h>
+#include <magpie/tick_manager.h>
+
+#include "tick_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace magpie {
+
+namespace {
+
+void report_misuse(const tick_function& tick, const char* operation, const char* problem) {
+  std::string message = "tick_function::";
+  message.append(operation).append(" on '").append(tick.name()).append("': ").append(problem);
+  report(diagnostic_kind::misuse, message);
+}
+
+void erase_one(std::vector<tick_function*>& list, tick_function* value) {
+  auto found = std::find(list.begin(), list.end(), value);
+  if (found != list.end()) list.erase(found);
+}
+
+}  // namespace
+
+tick_function::tick_function() = default;
+
+tick_function::tick_function(std::string name, std::function<void(float, level_tick)> body)
+    : name_(std::move(name)), body_(std::move(body)) {}
+
+tick_function::~tick_function() {
+  unregister_tick_function();
+  // Edges both ways go with it: nobody is left holding a pointer to a destroyed tick.
+  for (tick_function* before : prerequisites_) erase_one(before->dependents_, this);
+  for (tick_function* after : dependents_) {
+    erase_one(after->prerequisites_, this);
+    after->changed_schedule();
+  }
+}
+
+void tick_function::execute_tick(float delta_seconds, level_tick tick_type) {
+  if (body_) body_(delta_seconds, tick_type);
+}
+
+// may_change says whether a setting may change now: a registered tick belongs to its
+// manager's game thread.
+bool tick_function::may_change(const char* operation) {
+  if (manager_ == nullptr || tick_access::state_of(*manager_).on_game_thread()) return true;
+  report_misuse(*this, operation, "called from a thread other than its tick manager's game thread; refused");
+  return false;
+}
+
+void tick_function::changed_schedule() {
+  if (manager_ != nullptr) tick_access::state_of(*manager_).mark_changed();
+}
+
+void tick_function::register_tick_function(tick_manager& manager) {
+  tick_manager::state& target = tick_access::state_of(manager);
+  if (manager_ == &manager) return;
+  if (manager_ != nullptr) {
+    report_misuse(*this, "register_tick_function", "already registered with another tick manager; refused");
+    return;
+  }
+  if (!target.on_game_thread()) {
+    report_misuse(*this, "register_tick_function",
+                  "called from a thread other than the tick manager's game thread; refused");
+    return;
+  }
+  target.add(*this);
+}
+
+void tick_function::unregister_tick_function() {
+  if (manager_ == nullptr) return;
+  tick_manager::state& owner = tick_access::state_of(*manager_);
+  if (!owner.on_game_thread()) {
+    // A destructor cannot refuse: it reports, then unregisters as the game thread would.
+    report_misuse(*this, "unregister_tick_function",
+                  "called from a thread other than the tick manager's game thread");
+  }
+  owner.remove(*this);
+}
+
+bool tick_function::is_tick_function_registered() const { return manager_ != nullptr; }
+
+void tick_function::set_tick_function_enable(bool enabled) {
+  if (enabled == enabled_ || !may_change("set_tick_function_enable")) return;
+  enabled_ = enabled;
+  if (manager_ != nullptr) tick_access::state_of(*manager_).enable_changed(*this);
+}
+
+bool tick_function::is_tick_function_enabled() const { return enabled_; }
+
+void tick_function::set_tick_group(ticking_group group) {
+  if (group == ticking_group::newly_spawned) {
+    report_misuse(*this, "set_tick_group", "newly_spawned is not a group a tick can ask for; refused");
+    return;
+  }
+  if (group == group_ || !may_change("set_tick_group")) return;
+  group_ = group;
+  changed_schedule();
+}
+
+ticking_group tick_function::tick_group() const { return group_; }
+
+void tick_function::set_end_tick_group(ticking_group group) {
+  if (group == ticking_group::newly_spawned) {
+    report_misuse(*this, "set_end_tick_group", "newly_spawned is not a group a tick can ask for; refused");
+    return;
+  }
+  if (group == end_group_ || !may_change("set_end_tick_group")) return;
+  end_group_ = group;
+  changed_schedule();
+}
+
+ticking_group tick_function::end_tick_group() const { return end_group_; }
+
+void tick_function::set_tick_interval(float seconds) {
+  if (std::isnan(seconds)) {
+    report_misuse(*this, "set_tick_interval", "NaN interval; refused");
+    return;
+  }
+  if (seconds == interval_ || !may_change("set_tick_interval")) return;
+  interval_ = seconds;
+  if (manager_ != nullptr) tick_access::state_of(*manager_).interval_changed(*this, false);
+}
+
+float tick_function::tick_interval() const { return interval_; }
+
+void tick_function::update_tick_interval_and_cool_down(float seconds) {
+  if (std::isnan(seconds)) {
+    report_misuse(*this, "update_tick_interval_and_cool_down", "NaN interval; refused");
+    return;
+  }
+  if (!may_change("update_tick_interval_and_cool_down")) return;
+  interval_ = seconds;
+  if (manager_ != nullptr) tick_access::state_of(*manager_).interval_changed(*this, true);
+}
+
+void tick_function::set_high_priority(bool high_priority) {
+  if (high_priority == high_priority_ || !may_change("set_high_priority")) return;
+  high_priority_ = high_priority;
+  changed_schedule();
+}
+
+void tick_function::set_run_on_any_thread(bool any_thread) {
+  if (any_thread == any_thread_ || !may_change("set_run_on_any_thread")) return;
+  any_thread_ = any_thread;
+  changed_schedule();
+}
+
+void tick_function::set_allow_tick_batching(bool allow) {
+  if (allow == allow_batching_ || !may_change("set_allow_tick_batching")) return;
+  allow_batching_ = allow;
+  changed_schedule();
+}
+
+void tick_function::set_tick_even_when_paused(bool tick_when_paused) {
+  if (!may_change("set_tick_even_when_paused")) return;
+  tick_when_paused_ = tick_when_paused;  // read by pause frames only: the schedule stands
+}
+
+bool tick_function::is_high_priority() const { return high_priority_; }
+bool tick_function::runs_on_any_thread() const { return any_thread_; }
+bool tick_function::allows_tick_batching() const { return allow_batching_; }
+bool tick_function::ticks_even_when_paused() const { return tick_when_paused_; }
+
+void tick_function::add_prerequisite(tick_function& prerequisite) {
+  if (&prerequisite == this) {
+    report_misuse(*this, "add_prerequisite", "a tick function cannot be its own prerequisite; refused");
+    return;
+  }
+  if (!may_change("add_prerequisite") || !prerequisite.may_change("add_prerequisite")) return;
+  if (std::find(prerequisites_.begin(), prerequisites_.end(), &prerequisite) != prerequisites_.end()) return;
+  prerequisites_.push_back(&prerequisite);
+  prerequisite.dependents_.push_back(this);
+  changed_schedule();
+  prerequisite.changed_schedule();
+}
+
+void tick_function::remove_prerequisite(tick_function& prerequisite) {
+  if (!may_change("remove_prerequisite")) return;
+  auto found = std::find(prerequisites_.begin(), prerequisites_.end(), &prerequisite);
+  if (found == prerequisites_.end()) return;
+  prerequisites_.erase(found);
+  erase_one(prerequisite.dependents_, this);
+  changed_schedule();
+}
+
+ticking_group tick_function::actual_start_tick_group() const { return actual_start_; }
+ticking_group tick_function::actual_end_tick_group() const { return actual_end_; }
+
+const std::string& tick_function::name() const { return name_; }
+
+void tick_function::set_name(std::string name) { name_ = std::move(name); }
+
+}  // namespace magpie

@@ -1,0 +1,356 @@
+// tick_manager: registration, the public face (frames, groups, pause frames, stats, dump).
+// The schedule is built in tick_schedule.cpp, the units run in tick_frame.cpp.
+#include <magpie/diagnostics.h>
+#include <magpie/task.h>
+#include <magpie/tick_manager.h>
+
+#include "tick_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <string>
+#include <thread>
+
+namespace magpie {
+
+using ticks::none;
+using ticks::tick_slot;
+using ticks::running_unit;
+using ticks::unit;
+
+namespace {
+
+constexpr std::size_t last_group = ticks::group_index(ticking_group::last_demotable);
+
+void report_misuse(const char* operation, const std::string& problem) {
+  report(diagnostic_kind::misuse, std::string("tick_manager::") + operation + ": " + problem);
+}
+
+}  // namespace
+
+std::string_view to_string(ticking_group group) noexcept {
+  switch (group) {
+    case ticking_group::pre_physics: return "pre_physics";
+    case ticking_group::start_physics: return "start_physics";
+    case ticking_group::during_physics: return "during_physics";
+    case ticking_group::end_physics: return "end_physics";
+    case ticking_group::post_physics: return "post_physics";
+    case ticking_group::post_update_work: return "post_update_work";
+    case ticking_group::last_demotable: return "last_demotable";
+    case ticking_group::newly_spawned: return "newly_spawned";
+  }
+  return "unknown";
+}
+
+// ---- registration --------------------------------------------------------------------------
+
+void tick_manager::state::add(tick_function& tick) {
+  std::uint32_t index;
+  if (!free_slots.empty()) {
+    index = free_slots.back();
+    free_slots.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(slots.size());
+    slots.emplace_back().index = index;
+  }
+  tick_slot& slot = slots[index];
+  // relaxed: a unit reaches this slot only through a launch made after this, which publishes it
+  slot.function.store(&tick, std::memory_order_relaxed);
+  slot.enabled.store(tick_access::enabled(tick), std::memory_order_relaxed);  // relaxed: as above
+  slot.ran_frame.store(0, std::memory_order_relaxed);                        // relaxed: as above
+  slot.registered = true;
+  slot.interval = false;
+  slot.has_run = false;
+  slot.expiry = ticks::run_at_next_visit;
+  slot.heap_position = none;
+  slot.in_schedule = false;
+  slot.dynamic = false;
+  slot.queued_new = false;
+  slot.placed_frame = 0;
+  slot.unit = none;
+  slot.kept.clear();
+  tick_access::manager(tick) = owner;
+  tick_access::slot(tick) = &slot;
+  ++registered;
+  mark_changed();
+  if (!tick_access::enabled(tick)) return;
+  if (tick_access::interval(tick) > 0) heap_push(&slot);
+  if (in_frame) queue_new(slot);
+}
+
+void tick_manager::state::queue_new(tick_slot& slot) {
+  if (slot.queued_new) return;
+  slot.queued_new = true;
+  newly_spawned.push_back(&slot);
+}
+
+// wait_until_not_running returns once the unit that may run `slot` this frame is not running
+// it: called after the slot's function pointer was cleared, so a unit that starts later
+// skips it (see unit::run_state).
+void tick_manager::state::wait_until_not_running(tick_slot& slot) {
+  bool placed = (slot.in_schedule && !slot.dynamic) || slot.placed_frame == frame;
+  if (!placed || slot.unit == none || slot.unit >= units.size()) return;
+  const unit& work = units[slot.unit];
+  if (&work == running_unit) return;
+  // seq_cst: the other half of the exchange of stores described at unit::run_state
+  while (work.run_state.load(std::memory_order_seq_cst) == 1) std::this_thread::yield();
+}
+
+void tick_manager::state::remove(tick_function& tick) {
+  tick_slot& slot = slot_of(tick);
+  // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
+  slot.function.store(nullptr, std::memory_order_seq_cst);
+  if (in_frame) wait_until_not_running(slot);
+  heap_remove(&slot);
+  slot.registered = false;
+  slot.enabled.store(false, std::memory_order_relaxed);  // relaxed: the cleared pointer decides
+  if (slot.queued_new) {
+    slot.queued_new = false;
+    newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
+  }
+  retired_slots.push_back(slot.index);
+  tick_access::manager(tick) = nullptr;
+  tick_access::slot(tick) = nullptr;
+  --registered;
+  mark_changed();
+}
+
+void tick_manager::state::enable_changed(tick_function& tick) {
+  tick_slot& slot = slot_of(tick);
+  bool enabled = tick_access::enabled(tick);
+  slot.enabled.store(enabled, std::memory_order_relaxed);  // relaxed: see tick_slot::enabled
+  mark_changed();
+  if (!enabled) {
+    heap_remove(&slot);
+    slot.has_run = false;  // re-enabled, it starts afresh
+    return;
+  }
+  if (tick_access::interval(tick) > 0) {
+    heap_remove(&slot);
+    slot.expiry = ticks::run_at_next_visit;
+    heap_push(&slot);
+  }
+  bool in_this_frame = (slot.in_schedule && !slot.dynamic) || slot.placed_frame == frame;
+  if (in_frame && !in_this_frame) queue_new(slot);  // a scheduled one is checked when its unit runs
+}
+
+void tick_manager::state::interval_changed(tick_function& tick, bool restart_cooldown) {
+  tick_slot& slot = slot_of(tick);
+  bool was = slot.heap_position != none;
+  bool is = tick_access::interval(tick) > 0 && tick_access::enabled(tick);
+  if (was != is) mark_changed();  // which ticks are interval ticks shapes the schedule
+  if (!is) {
+    heap_remove(&slot);
+    return;
+  }
+  if (restart_cooldown) {
+    slot.expiry = now + static_cast<double>(tick_access::interval(tick));
+  } else if (!was) {
+    slot.expiry = ticks::run_at_next_visit;
+  }
+  if (was) {
+    heap_fix(&slot);
+  } else {
+    heap_push(&slot);
+  }
+}
+
+// ---- the public face ---------------------------------------------------------------------------
+
+tick_manager::tick_manager(scheduler& pool, tick_manager_options options)
+    : state_(std::make_unique<state>(*this, pool, options)) {}
+
+tick_manager::~tick_manager() {
+  state& s = *state_;
+  if (s.in_frame) {
+    report_misuse("~tick_manager", "destroyed during a frame; the frame's ticks are finished first");
+    s.finish_frame();
+  }
+  for (tick_slot& slot : s.slots) {
+    tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: no frame runs
+    if (tick == nullptr) continue;
+    tick_access::manager(*tick) = nullptr;
+    tick_access::slot(*tick) = nullptr;
+  }
+}
+
+void tick_manager::start_frame(float delta_seconds, level_tick tick_type) {
+  state& s = *state_;
+  if (!s.on_game_thread()) {
+    report_misuse("start_frame", "called from a thread other than the game thread (the constructing one); refused");
+    return;
+  }
+  if (s.in_frame) {
+    report_misuse("start_frame", "a frame is already running (end_frame first); refused");
+    return;
+  }
+  if (!(delta_seconds >= 0) || std::isinf(delta_seconds)) {
+    report_misuse("start_frame", "delta_seconds must be finite and >= 0; refused");
+    return;
+  }
+  std::optional<named_thread> attached = scheduler::current_named_thread();
+  if (attached && scheduler::current() != s.pool) {
+    report_misuse("start_frame", "the game thread is attached to another scheduler; refused");
+    return;
+  }
+  if (!attached) {
+    s.pool->attach(named_thread::game);
+    s.attached_here = true;
+    s.game_named = named_thread::game;
+  } else {
+    s.game_named = *attached;
+  }
+  s.in_frame = true;
+  ++s.frame;
+  s.now += static_cast<double>(delta_seconds);
+  s.frame_delta = delta_seconds;
+  s.tick_type = tick_type;
+  s.next_group = 0;
+  s.stats = {};
+  s.ticks_run.store(0, std::memory_order_relaxed);  // relaxed: no unit of this frame runs yet
+  bool rebuild = s.dirty || !s.options.cache_schedule;
+  if (rebuild) s.build();
+  s.stats.schedule_rebuilt = rebuild;
+  s.stats.demoted = s.static_demoted;
+  s.stats.cycles_broken = s.static_cycles;
+  s.take_due_cooldowns();
+  s.place_dynamic();
+}
+
+void tick_manager::run_tick_group(ticking_group group, bool block_till_complete) {
+  state& s = *state_;
+  if (!s.on_game_thread()) {
+    report_misuse("run_tick_group", "called from a thread other than the game thread; refused");
+    return;
+  }
+  std::string named(to_string(group));
+  if (!s.in_frame) {
+    report_misuse("run_tick_group", named + " outside start_frame/end_frame; refused");
+    return;
+  }
+  if (group == ticking_group::newly_spawned) {
+    report_misuse("run_tick_group", "newly_spawned passes run as part of last_demotable; refused");
+    return;
+  }
+  std::size_t index = ticks::group_index(group);
+  if (index != s.next_group) {
+    std::string problem = named + (index < s.next_group ? " already ran this frame" : " out of order");
+    if (s.next_group <= last_group) {
+      problem += " (next is " + std::string(to_string(static_cast<ticking_group>(s.next_group))) + ")";
+    }
+    report_misuse("run_tick_group", problem + "; refused");
+    return;
+  }
+  if (group == ticking_group::last_demotable && !block_till_complete) {
+    report_misuse("run_tick_group", "last_demotable always blocks (the frame ends after it); it blocks");
+    block_till_complete = true;
+  }
+  s.run_group(group, block_till_complete);
+  if (block_till_complete) {
+    if (group == ticking_group::last_demotable) {
+      s.run_newly_spawned_passes();
+    } else {
+      s.queue_newly_spawned(static_cast<ticking_group>(index + 1));
+    }
+  }
+  s.next_group = index + 1;
+}
+
+void tick_manager::end_frame() {
+  state& s = *state_;
+  if (!s.on_game_thread()) {
+    report_misuse("end_frame", "called from a thread other than the game thread; refused");
+    return;
+  }
+  if (!s.in_frame) {
+    report_misuse("end_frame", "no frame is running; refused");
+    return;
+  }
+  if (s.next_group <= last_group) {
+    report(diagnostic_kind::misuse,
+           "tick_manager::end_frame: called before run_tick_group(" +
+               std::string(to_string(static_cast<ticking_group>(s.next_group))) + "); the remaining groups run now",
+           severity::warning);
+    while (s.next_group <= last_group) run_tick_group(static_cast<ticking_group>(s.next_group), true);
+  }
+  s.finish_frame();
+}
+
+void tick_manager::run_pause_frame(float delta_seconds) {
+  state& s = *state_;
+  if (!s.on_game_thread()) {
+    report_misuse("run_pause_frame", "called from a thread other than the game thread; refused");
+    return;
+  }
+  if (s.in_frame) {
+    report_misuse("run_pause_frame", "a frame is running (end_frame first); refused");
+    return;
+  }
+  if (!(delta_seconds >= 0) || std::isinf(delta_seconds)) {
+    report_misuse("run_pause_frame", "delta_seconds must be finite and >= 0; refused");
+    return;
+  }
+  s.stats = {};
+  std::size_t ran = 0;
+  // Ticks registered by these ticks wait for the next frame (Unreal forbids spawning here).
+  std::size_t count = s.slots.size();
+  for (std::size_t index = 0; index < count; ++index) {
+    tick_slot& slot = s.slots[index];
+    tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: game thread only here
+    if (tick == nullptr || !tick_access::enabled(*tick) || !tick_access::when_paused(*tick)) continue;
+    ++ran;
+    try {
+      tick_access::execute(*tick, delta_seconds, level_tick::pause_tick);
+    } catch (...) {
+      ticks::report_tick_exception(slot, std::current_exception());
+    }
+  }
+  s.stats.ticks_run = ran;
+}
+
+tick_frame_stats tick_manager::last_frame_stats() const {
+  tick_frame_stats result = state_->stats;
+  if (state_->in_frame) result.ticks_run = state_->ticks_run.load(std::memory_order_relaxed);  // relaxed: a snapshot
+  return result;
+}
+
+std::size_t tick_manager::registered_count() const { return state_->registered; }
+
+scheduler& tick_manager::owning_scheduler() const { return *state_->pool; }
+
+void tick_manager::dump(std::ostream& out) const {
+  const state& s = *state_;
+  out << "tick manager: " << s.registered << " registered, frame " << s.frame << ", schedule "
+      << (s.dirty ? "to be rebuilt" : "cached") << ", " << s.cooldown_heap.size() << " cooling down\n";
+  for (std::size_t group = 0; group <= last_group; ++group) {
+    bool header = false;
+    for (const tick_slot& slot : s.slots) {
+      const tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: game thread
+      if (tick == nullptr) continue;
+      bool placed = slot.in_schedule && !s.dirty && !slot.dynamic;
+      ticking_group shown = placed ? slot.start : tick->tick_group();
+      if (ticks::group_index(shown) != group) continue;
+      if (!header) {
+        out << to_string(static_cast<ticking_group>(group)) << ":\n";
+        header = true;
+      }
+      out << "  '" << tick->name() << "'";
+      if (placed && slot.start != tick->tick_group()) out << " (demoted from " << to_string(tick->tick_group()) << ")";
+      out << " ends " << to_string(placed ? slot.end : tick->end_tick_group());
+      if (!tick->is_tick_function_enabled()) out << ", disabled";
+      if (tick->tick_interval() > 0) out << ", every " << tick->tick_interval() << " s";
+      if (tick->is_high_priority()) out << ", high priority";
+      if (tick->runs_on_any_thread()) out << ", any thread";
+      if (tick->allows_tick_batching()) out << ", batchable";
+      if (tick->ticks_even_when_paused()) out << ", ticks when paused";
+      if (!tick->prerequisites().empty()) {
+        out << "; after";
+        for (const tick_function* before : tick->prerequisites()) out << " '" << before->name() << "'";
+      }
+      out << "\n";
+    }
+  }
+}
+
+}  // namespace magpie

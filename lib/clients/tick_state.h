@@ -1,0 +1,243 @@
+// The tick manager's private state: slots, the cached schedule, the cooldown heap and the
+// frame in progress. Private to lib/clients/.
+//
+// A registered tick function owns a slot: the manager's record of it, at a stable address
+// (slots live in a deque), which the schedule's units point at. A slot outlives its tick
+// function's registration: unregistering clears the slot's function pointer, so a unit that
+// reaches it afterwards skips it, and the slot is reused only after the schedule that
+// pointed at it has been rebuilt.
+//
+// The schedule is a list of units in creation order, each run by one magpie task: a chunk
+// of ticks without a prerequisite to wait for, a batch, or one tick with prerequisites to
+// wait for. A unit waits only for units created before it, so launching in creation order
+// always finds its prerequisites' tasks, and waiting in creation order never waits for a
+// unit whose prerequisites are still waited for.
+#pragma once
+
+#include <magpie/scheduler.h>
+#include <magpie/task.h>
+#include <magpie/tick_manager.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace magpie::ticks {
+
+inline constexpr std::uint32_t none = 0xffffffff;
+inline constexpr double run_at_next_visit = -std::numeric_limits<double>::infinity();
+
+// unit_key_count is how many kinds of unit a schedule files ticks into (see file()).
+inline constexpr std::size_t unit_key_count = ticking_group_count * ticking_group_count * 16;
+
+// group_index turns a group into an array index.
+constexpr std::size_t group_index(ticking_group group) { return static_cast<std::size_t>(group); }
+
+// tick_slot is the manager's record of one registered tick function. What a unit reads
+// for every tick comes first, in one cache line; the game thread's bookkeeping follows.
+struct tick_slot {
+  // Loaded by the unit running it; cleared (seq_cst) by unregistration, which then checks
+  // whether that unit is running — see unit::run_state.
+  std::atomic<tick_function*> function{nullptr};
+  // The frame it last ran in; relaxed: read on the game thread only after its unit completed.
+  std::atomic<std::uint64_t> ran_frame{0};
+  // Written on the game thread before the units of the frame are launched.
+  std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
+  float delta = 0;              // an interval tick's delta_seconds: the time since it last ran
+  // relaxed throughout: a tick disabled while its unit starts may run once more or not;
+  // nothing else is published through it.
+  std::atomic<bool> enabled{false};
+  // Mirrored from the tick function when the schedule is built; read by the units.
+  bool interval = false;
+  bool registered = false;
+  std::uint32_t index = 0;
+
+  // Cooldown (game thread only).
+  double expiry = run_at_next_visit;
+  std::uint32_t heap_position = none;
+  double last_run = 0;
+  bool has_run = false;
+
+  // Placement (game thread only): from the schedule for static ticks, per frame for the rest.
+  bool in_schedule = false;  // registered and enabled when the schedule was built
+  bool dynamic = false;      // waits (transitively) for an interval tick: placed per frame
+  bool queued_new = false;   // on the newly-spawned list
+  std::uint64_t placed_frame = 0;
+  std::uint32_t unit = none;
+  ticking_group start = ticking_group::pre_physics;
+  ticking_group end = ticking_group::pre_physics;
+  bool game_thread = true;
+  std::vector<tick_slot*> kept;  // prerequisites kept by the last build (cycle edges dropped)
+
+  // Depth-first search marks.
+  std::uint64_t visit_mark = 0;
+  bool on_stack = false;
+};
+
+// unit is one magpie task's worth of ticks, run in order.
+struct unit {
+  std::vector<tick_slot*> members;
+  std::vector<std::uint32_t> prerequisites;  // units created earlier
+  ticking_group start = ticking_group::pre_physics;
+  ticking_group end = ticking_group::pre_physics;
+  bool game_thread = true;
+  bool high_priority = false;
+  bool batch = false;
+  bool single = false;  // one tick with prerequisites to wait for
+
+  // Per frame.
+  task<> handle;
+  bool launched = false;
+  // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its ticks'
+  // function pointers; unregistration clears a pointer (seq_cst) before it loads this: one
+  // of the two sees the other, so a tick either is skipped or is waited for.
+  std::atomic<std::uint8_t> run_state{0};
+};
+
+// running_unit is the unit this thread is running, so that unregistering a tick of that very
+// unit from one of its own ticks does not wait for itself.
+extern thread_local const unit* running_unit;
+
+// report_tick_exception reports what a tick body threw; the frame goes on.
+[[gnu::cold]] void report_tick_exception(const tick_slot& slot, std::exception_ptr error);
+
+// name_of is a slot's tick function's name, for reports (game thread, registered slot).
+inline const std::string& name_of(const tick_slot& slot) {
+  return slot.function.load(std::memory_order_relaxed)->name();  // relaxed: the game thread's own store
+}
+
+// cycle_report is one cycle the build broke.
+struct cycle_report {
+  std::string text;
+};
+
+}  // namespace magpie::ticks
+
+namespace magpie {
+
+struct tick_manager::state {
+  tick_manager* owner;
+  scheduler* pool;
+  tick_manager_options options;
+  std::thread::id game_thread;
+
+  std::deque<ticks::tick_slot> slots;
+  std::vector<std::uint32_t> free_slots;
+  std::vector<std::uint32_t> retired_slots;  // free once the schedule is rebuilt
+  std::size_t registered = 0;
+
+  // The cached schedule.
+  bool dirty = true;
+  std::uint64_t change_version = 1;       // bumped by every change to the schedule's inputs
+  std::uint64_t cycles_reported_version = 0;
+  std::uint64_t build_mark = 0;
+  std::deque<ticks::unit> units;
+  std::size_t static_units = 0;
+  std::array<std::vector<std::uint32_t>, ticking_group_count> static_by_start;
+  std::vector<ticks::tick_slot*> dynamic_order;  // placed per frame, in prerequisite order
+  std::size_t static_demoted = 0;
+  std::size_t static_cycles = 0;
+  std::vector<ticks::cycle_report> cycles;
+
+  // Cooldowns: a binary min-heap of interval ticks by expiry.
+  std::vector<ticks::tick_slot*> cooldown_heap;
+
+  // The frame in progress.
+  bool in_frame = false;
+  bool attached_here = false;
+  named_thread game_named = named_thread::game;
+  std::uint64_t frame = 0;
+  double now = 0;  // seconds, advanced by every frame's delta
+  float frame_delta = 0;
+  level_tick tick_type = level_tick::all;
+  std::size_t next_group = 0;  // the group run_tick_group expects
+  std::array<std::vector<std::uint32_t>, ticking_group_count> frame_by_start;
+  std::vector<std::uint32_t> pending;  // launched units not yet waited for
+  std::vector<ticks::tick_slot*> newly_spawned;
+  // Scratch lists kept between frames (no allocation per frame); handles by reference.
+  std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
+  std::vector<std::uint32_t> due_scratch;
+  std::vector<std::uint32_t> launched_scratch;
+  std::vector<std::uint32_t> waits_scratch;
+  std::array<std::uint32_t, ticks::unit_key_count> frame_open{};  // open frame units, by kind
+  tick_frame_stats stats{};
+  // relaxed: a sum read on the game thread after every unit completed (the waits order it).
+  std::atomic<std::size_t> ticks_run{0};
+
+  state(tick_manager& manager, scheduler& on, tick_manager_options chosen)
+      : owner(&manager), pool(&on), options(chosen), game_thread(std::this_thread::get_id()) {}
+
+  bool on_game_thread() const { return std::this_thread::get_id() == game_thread; }
+  ticks::tick_slot& slot_of(const tick_function& tick) { return *static_cast<ticks::tick_slot*>(tick.slot_); }
+
+  void mark_changed() {
+    dirty = true;
+    ++change_version;
+  }
+
+  // Registration (tick_manager.cpp).
+  void add(tick_function& tick);
+  void remove(tick_function& tick);
+  void enable_changed(tick_function& tick);
+  void interval_changed(tick_function& tick, bool restart_cooldown);
+  void queue_new(ticks::tick_slot& slot);
+  void wait_until_not_running(ticks::tick_slot& slot);
+
+  // Cooldowns (tick_schedule.cpp).
+  void heap_push(ticks::tick_slot* slot);
+  void heap_remove(ticks::tick_slot* slot);
+  void heap_fix(ticks::tick_slot* slot);
+  void take_due_cooldowns();
+  void mark_running(ticks::tick_slot& slot);
+
+  // The schedule (tick_schedule.cpp).
+  void build();
+  void place(ticks::tick_slot& slot, ticking_group context, const std::vector<ticks::tick_slot*>& before);
+  bool needed_edge(const ticks::tick_slot& before, const ticks::tick_slot& after) const;
+  bool runs_this_frame(const ticks::tick_slot& slot) const;
+  void place_dynamic();
+  void queue_newly_spawned(ticking_group context);
+  std::uint32_t add_frame_unit(ticks::tick_slot& slot);
+  void file(ticks::tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame);
+
+  // Frames (tick_manager.cpp).
+  void release(ticking_group group, std::vector<std::uint32_t>& launched);
+  void launch(std::uint32_t index);
+  void run_unit(ticks::unit& work);
+  bool prerequisites_done(const ticks::unit& work) const;
+  void settle_game_unit(const ticks::unit& work);
+  void wait_for(ticking_group up_to);
+  void run_group(ticking_group group, bool block);
+  void run_newly_spawned_passes();
+  void finish_frame();
+};
+
+// tick_access lets the tick manager's sources reach a tick function's private parts.
+struct tick_access {
+  static void execute(tick_function& tick, float delta, level_tick type) { tick.execute_tick(delta, type); }
+  static void*& slot(tick_function& tick) { return tick.slot_; }
+  static tick_manager*& manager(tick_function& tick) { return tick.manager_; }
+  static tick_manager::state& state_of(tick_manager& manager) { return *manager.state_; }
+  static void set_actual(tick_function& tick, ticking_group start, ticking_group end) {
+    tick.actual_start_ = start;
+    tick.actual_end_ = end;
+  }
+  static const tick_function& read(const tick_function& tick) { return tick; }
+  static ticking_group group(const tick_function& tick) { return tick.group_; }
+  static ticking_group end_group(const tick_function& tick) { return tick.end_group_; }
+  static bool enabled(const tick_function& tick) { return tick.enabled_; }
+  static bool high(const tick_function& tick) { return tick.high_priority_; }
+  static bool any_thread(const tick_function& tick) { return tick.any_thread_; }
+  static bool batching(const tick_function& tick) { return tick.allow_batching_; }
+  static bool when_paused(const tick_function& tick) { return tick.tick_when_paused_; }
+  static float interval(const tick_function& tick) { return tick.interval_; }
+};
+
+}  // namespace magpie

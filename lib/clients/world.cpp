@@ -1,0 +1,190 @@
+// world: one frame in Unreal's order, and the tickable objects it runs after the timers.
+#include <magpie/diagnostics.h>
+#include <magpie/world.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace magpie {
+
+struct world::state {
+  std::thread::id game_thread = std::this_thread::get_id();
+  std::uint64_t frames = 0;
+  tick_manager ticks;
+  timer_manager timers;
+  bool paused = false;
+  float dilation = 1.f;
+  bool in_tick = false;
+  // Tickables in creation order; a slot is nulled when its object goes during the pass and
+  // compacted after it. Objects made during the pass wait in `arrived` until it ends.
+  std::vector<tickable_object*> tickables;
+  std::vector<tickable_object*> arrived;
+  bool ticking_tickables = false;
+
+  state(scheduler& pool, tick_manager_options options)
+      : ticks(pool, options), timers([this] { return frames; }) {}
+
+  bool on_game_thread() const { return std::this_thread::get_id() == game_thread; }
+  void tick_tickables(float delta);
+};
+
+namespace {
+
+void report_misuse(const std::string& message) { report(diagnostic_kind::misuse, message); }
+
+[[gnu::cold]] void report_exception(const char* where, std::exception_ptr error) {
+  std::string what = "an exception not derived from std::exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& caught) {
+    what = caught.what();
+  } catch (...) {
+  }
+  report(diagnostic_kind::unhandled_exception, std::string(where) + " threw: " + what + "; the frame goes on",
+         severity::warning);
+}
+
+}  // namespace
+
+// ---- tickable objects -------------------------------------------------------------------------
+
+tickable_object::tickable_object(world& owner, enum tickable_tick_type type) : world_(&owner), type_(type) {
+  world::state& s = *owner.state_;
+  if (!s.on_game_thread()) {
+    report_misuse("tickable_object: created on a thread other than its world's game thread; it never ticks");
+    world_ = nullptr;
+    return;
+  }
+  (s.ticking_tickables ? s.arrived : s.tickables).push_back(this);
+}
+
+tickable_object::~tickable_object() {
+  if (world_ == nullptr) return;
+  world::state& s = *world_->state_;
+  if (!s.on_game_thread()) report_misuse("tickable_object: destroyed on a thread other than its world's game thread");
+  auto gone = [this](std::vector<tickable_object*>& list, bool null_it) {
+    auto found = std::find(list.begin(), list.end(), this);
+    if (found == list.end()) return;
+    if (null_it) {
+      *found = nullptr;
+    } else {
+      list.erase(found);
+    }
+  };
+  gone(s.tickables, s.ticking_tickables);
+  gone(s.arrived, false);
+}
+
+bool tickable_object::is_tickable() const { return true; }
+
+bool tickable_object::is_tickable_when_paused() const { return false; }
+
+void tickable_object::set_tickable_tick_type(enum tickable_tick_type type) { type_ = type; }
+
+void world::state::tick_tickables(float delta) {
+  ticking_tickables = true;
+  for (std::size_t index = 0; index < tickables.size(); ++index) {
+    tickable_object* object = tickables[index];
+    if (object == nullptr) continue;
+    if (paused && !object->is_tickable_when_paused()) continue;
+    switch (object->tick_type()) {
+      case tickable_tick_type::never: continue;
+      case tickable_tick_type::conditional:
+        if (!object->is_tickable()) continue;
+        break;
+      case tickable_tick_type::always: break;
+    }
+    try {
+      object->tick(delta);
+    } catch (...) {
+      report_exception("a tickable object", std::current_exception());
+    }
+  }
+  ticking_tickables = false;
+  std::erase(tickables, nullptr);
+  tickables.insert(tickables.end(), arrived.begin(), arrived.end());
+  arrived.clear();
+}
+
+// ---- the world -----------------------------------------------------------------------------------
+
+world::world(scheduler& pool, tick_manager_options options)
+    : state_(std::make_unique<state>(pool, options)) {}
+
+world::~world() {
+  for (tickable_object* object : state_->tickables) {
+    if (object != nullptr) object->world_ = nullptr;
+  }
+  for (tickable_object* object : state_->arrived) object->world_ = nullptr;
+}
+
+tick_manager& world::ticks() { return state_->ticks; }
+
+timer_manager& world::timers() { return state_->timers; }
+
+void world::tick(float delta_seconds, level_tick tick_type) {
+  state& s = *state_;
+  if (!s.on_game_thread()) {
+    report_misuse("world::tick: called from a thread other than the game thread (the constructing one); refused");
+    return;
+  }
+  if (s.in_tick) {
+    report_misuse("world::tick: called from inside a frame of the same world; refused");
+    return;
+  }
+  if (!(delta_seconds >= 0) || std::isinf(delta_seconds)) {
+    report_misuse("world::tick: delta_seconds must be finite and >= 0; refused");
+    return;
+  }
+  s.in_tick = true;
+  float delta = delta_seconds * s.dilation;
+  ++s.frames;
+  bool paused = s.paused;
+  bool doing_ticks = tick_type != level_tick::time_only && !paused;
+  if (doing_ticks) {
+    s.ticks.start_frame(delta, tick_type);
+    s.ticks.run_tick_group(ticking_group::pre_physics);
+    s.ticks.run_tick_group(ticking_group::start_physics);
+    s.ticks.run_tick_group(ticking_group::during_physics, false);
+    s.ticks.run_tick_group(ticking_group::end_physics);
+    s.ticks.run_tick_group(ticking_group::post_physics);
+  } else if (paused) {
+    s.ticks.run_pause_frame(delta);
+  }
+  if (!paused) {
+    try {
+      s.timers.tick(delta);
+    } catch (...) {
+      report_exception("a timer callback", std::current_exception());
+    }
+  }
+  s.tick_tickables(delta);
+  if (doing_ticks) {
+    s.ticks.run_tick_group(ticking_group::post_update_work);
+    s.ticks.run_tick_group(ticking_group::last_demotable);
+    s.ticks.end_frame();
+  }
+  s.in_tick = false;
+}
+
+void world::set_paused(bool paused) { state_->paused = paused; }
+
+bool world::is_paused() const { return state_->paused; }
+
+void world::set_time_dilation(float dilation) {
+  if (!(dilation >= 0) || std::isinf(dilation)) {
+    report_misuse("world::set_time_dilation: the dilation must be finite and >= 0; refused");
+    return;
+  }
+  state_->dilation = dilation;
+}
+
+float world::time_dilation() const { return state_->dilation; }
+
+std::uint64_t world::frame_counter() const { return state_->frames; }
+
+}  // namespace magpie

@@ -1,0 +1,209 @@
+// Tests for include/magpie/world.h — Unreal's frame order, pause, time dilation and
+// tickable objects.
+#include <magpie/world.h>
+
+#include "support.h"
+#include "tick_support.h"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using magpie::level_tick;
+using magpie::scheduler;
+using magpie::tick_function;
+using magpie::tickable_object;
+using magpie::tickable_tick_type;
+using magpie::ticking_group;
+using magpie::world;
+using namespace magpie::test;
+
+namespace {
+
+class logged_tickable : public tickable_object {
+ public:
+  logged_tickable(world& owner, std::string name, event_log& log,
+                  tickable_tick_type type = tickable_tick_type::conditional)
+      : tickable_object(owner, type), name_(std::move(name)), log_(&log) {}
+
+  void tick(float delta_seconds) override {
+    last_delta = delta_seconds;
+    ++runs;
+    log_->add(name_);
+    if (on_tick) on_tick();
+  }
+  bool is_tickable() const override { return tickable; }
+  bool is_tickable_when_paused() const override { return when_paused; }
+
+  bool tickable = true;
+  bool when_paused = false;
+  int runs = 0;
+  float last_delta = 0;
+  std::function<void()> on_tick;
+
+ private:
+  std::string name_;
+  event_log* log_;
+};
+
+}  // namespace
+
+TEST_SUITE("world") {
+
+TEST_CASE("world: a frame runs the groups, then the timers, then the tickables, then the last groups") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  std::vector<std::unique_ptr<logged_tick>> ticks;
+  for (auto [group, block] : frame_groups) {
+    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>(std::string(magpie::to_string(group)), log));
+    tick.set_tick_group(group);
+    tick.set_end_tick_group(group);
+    tick.register_tick_function(game.ticks());
+  }
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [&] { log.add("timer"); }, 0.25f, true);
+  logged_tickable tickable(game, "tickable", log);
+  game.tick(0.5f);  // the timer is pending in its first frame: due at 0.75, then 1.0
+  log.take();
+  game.tick(0.5f);
+  auto events = log.take();
+  std::vector<std::string> expected = {"pre_physics", "start_physics", "during_physics", "end_physics",
+                                       "post_physics", "timer",      "timer",          "tickable",
+                                       "post_update_work", "last_demotable"};
+  CHECK(events == expected);
+  CHECK(game.frame_counter() == 2);
+  CHECK(game.timers().has_been_ticked_this_frame());
+}
+
+TEST_CASE("world: time dilation scales every delta; time_only runs timers and tickables but no tick functions") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  logged_tick tick("tick", log);
+  tick.register_tick_function(game.ticks());
+  logged_tickable tickable(game, "tickable", log);
+  int fired = 0;
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [&] { ++fired; }, 0.375f, true);  // due at 0.5 + 0.375
+  game.set_time_dilation(0.5f);
+  CHECK(game.time_dilation() == 0.5f);
+  game.tick(1.f);
+  CHECK(tick.last_delta.load() == 0.5f);
+  CHECK(tickable.last_delta == 0.5f);
+  game.tick(1.f, level_tick::time_only);
+  CHECK(tick.runs.load() == 1);
+  CHECK(tickable.runs == 2);
+  CHECK(fired == 1);
+  diagnostic_recorder recorder;
+  game.set_time_dilation(-1.f);
+  CHECK(recorder.count() == 1);
+  CHECK(game.time_dilation() == 0.5f);
+}
+
+TEST_CASE("world: paused, only what ticks when paused runs, with pause_tick, and timers stand still") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  logged_tick normal("normal", log), pause_ticker("pause ticker", log);
+  pause_ticker.set_tick_even_when_paused(true);
+  normal.register_tick_function(game.ticks());
+  pause_ticker.register_tick_function(game.ticks());
+  logged_tickable menu(game, "menu", log), actor(game, "actor", log);
+  menu.when_paused = true;
+  int fired = 0;
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [&] { ++fired; }, 0.1f, true);
+  game.tick(0.05f);
+  log.take();
+  game.set_paused(true);
+  CHECK(game.is_paused());
+  for (int i = 0; i < 5; ++i) game.tick(0.05f);
+  auto events = log.take();
+  CHECK(events.size() == 10);
+  CHECK(event_log::index_of(events, "normal") == -1);
+  CHECK(event_log::index_of(events, "actor") == -1);
+  CHECK(pause_ticker.last_type.load() == level_tick::pause_tick);
+  CHECK(fired == 0);
+  CHECK(game.timers().get_timer_remaining(timer) == doctest::Approx(0.1f));
+  game.set_paused(false);
+  game.tick(0.05f);
+  game.tick(0.06f);
+  CHECK(fired == 1);
+  CHECK(normal.runs.load() == 3);
+}
+
+TEST_CASE("world: tickable objects tick in creation order by their tick type") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  logged_tickable first(game, "first", log, tickable_tick_type::always);
+  logged_tickable conditional(game, "conditional", log);
+  logged_tickable never(game, "never", log, tickable_tick_type::never);
+  logged_tickable last(game, "last", log, tickable_tick_type::always);
+  conditional.tickable = false;
+  game.tick(0.1f);
+  CHECK(log.take() == std::vector<std::string>{"first", "last"});
+  conditional.tickable = true;
+  never.set_tickable_tick_type(tickable_tick_type::always);
+  first.tickable = false;  // ignored: always
+  game.tick(0.1f);
+  CHECK(log.take() == std::vector<std::string>{"first", "conditional", "never", "last"});
+}
+
+TEST_CASE("world: a tickable made during the tickables' pass ticks next frame; one destroyed is not called") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  std::unique_ptr<logged_tickable> made, doomed;
+  logged_tickable maker(game, "maker", log);
+  doomed = std::make_unique<logged_tickable>(game, "doomed", log);
+  maker.on_tick = [&] {
+    if (!made) made = std::make_unique<logged_tickable>(game, "made", log);
+    doomed.reset();
+  };
+  game.tick(0.1f);
+  CHECK(log.take() == std::vector<std::string>{"maker"});
+  game.tick(0.1f);
+  CHECK(log.take() == std::vector<std::string>{"maker", "made"});
+}
+
+TEST_CASE("world: a throwing tickable or timer is reported and the frame goes on") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  logged_tickable thrower(game, "thrower", log), after(game, "after", log);
+  thrower.on_tick = [] { throw std::runtime_error("tickable boom"); };
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [] { throw std::runtime_error("timer boom"); }, 0.01f);
+  logged_tick late("late", log);
+  late.set_tick_group(ticking_group::last_demotable);
+  late.register_tick_function(game.ticks());
+  diagnostic_recorder recorder;
+  game.tick(0.1f);
+  game.tick(0.1f);
+  CHECK(after.runs == 2);
+  CHECK(late.runs.load() == 2);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 3);
+  CHECK(reports[0].message.find("tickable boom") != std::string::npos);
+  CHECK(reports[1].message.find("timer boom") != std::string::npos);
+}
+
+TEST_CASE("world: ticks from another thread are refused; tickables outlive their world safely") {
+  scheduler pool(tick_pool(1));
+  event_log log;
+  auto game = std::make_unique<world>(pool);
+  logged_tickable survivor(*game, "survivor", log);
+  diagnostic_recorder recorder;
+  std::thread([&] { game->tick(0.1f); }).join();
+  CHECK(recorder.count() == 1);
+  CHECK(game->frame_counter() == 0);
+  game.reset();  // survivor's destructor must not touch the world afterwards
+}
+
+}  // TEST_SUITE("world")

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Layer check: the clients (lib/clients/) and the compatibility layer (lib/compat/) are
+built on magpie's public headers alone, as any user's code would be (DESIGN §1).
+
+A file in one of those folders fails the check when it includes
+  * a private header of the public tree:   <magpie/detail/...> or "magpie/detail/..."
+  * anything from lib/ outside its own folder: "../task_internal.h", <lib/...>, or a
+    quoted name that is not a file beside it (such a name can only be found on an include
+    path that reaches into lib/).
+
+  tools/check_layers.py [ROOT]     check the tree at ROOT (default: this repository)
+  tools/check_layers.py --self-test  check that the checker catches each kind of violation
+
+Exit status 0 when clean, 1 with one line per violation (file:line: what), 2 on bad usage.
+Python standard library only.
+"""
+import os
+import re
+import sys
+import tempfile
+
+LAYER_FOLDERS = ("lib/clients", "lib/compat")
+SOURCE_SUFFIXES = (".h", ".hpp", ".inl", ".ipp", ".cpp", ".cc", ".cxx")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def violations_in(path, layer_root, lib_root):
+    """Yields (line number, message) for each forbidden include in `path`."""
+    with open(path, encoding="utf-8", errors="replace") as source:
+        for number, line in enumerate(source, start=1):
+            match = INCLUDE.match(line)
+            if not match:
+                continue
+            quote, name = match.groups()
+            normal = name.replace("\\", "/")
+            if normal.startswith("magpie/detail/") or "/magpie/detail/" in normal:
+                yield number, f"includes {quote}{name} — magpie/detail/ is private to the core; use the public headers"
+                continue
+            if normal.startswith("lib/") or "/lib/" in normal:
+                yield number, f"includes {quote}{name} — a lib/ header; clients see only include/magpie/"
+                continue
+            if quote == "<":
+                continue
+            beside = os.path.realpath(os.path.join(os.path.dirname(path), normal))
+            inside_own_folder = os.path.commonpath([beside, layer_root]) == layer_root
+            if os.path.isfile(beside) and inside_own_folder:
+                continue
+            if os.path.isfile(beside) and os.path.commonpath([beside, lib_root]) == lib_root:
+                yield number, f'includes "{name}" — a lib/ header outside {os.path.relpath(layer_root, os.path.dirname(lib_root))}/'
+            else:
+                yield number, (f'includes "{name}", which is not a file in its own folder — a quoted name found '
+                               f'only on lib/\'s include path is a lib-private header; public headers are <magpie/...>')
+
+
+def check(root):
+    """Returns the list of violation lines for the tree at `root`."""
+    root = os.path.realpath(root)
+    lib_root = os.path.join(root, "lib")
+    found = []
+    for folder in LAYER_FOLDERS:
+        layer_root = os.path.join(root, folder)
+        if not os.path.isdir(layer_root):
+            continue  # lib/compat/ arrives with the TaskGraph layer
+        for directory, _, files in os.walk(layer_root):
+            for file in sorted(files):
+                if not file.endswith(SOURCE_SUFFIXES):
+                    continue
+                path = os.path.join(directory, file)
+                for number, message in violations_in(path, layer_root, lib_root):
+                    found.append(f"{os.path.relpath(path, root)}:{number}: {message}")
+    return found
+
+
+def self_test():
+    """Builds a scratch tree with one violation of each kind and checks each is caught."""
+    cases = {
+        "lib/clients/bad_detail.cpp": "#include <magpie/detail/task_base.h>\n",
+        "lib/clients/bad_quoted_detail.cpp": '#include "magpie/detail/deque.h"\n',
+        "lib/clients/bad_parent.cpp": '#include "../task_internal.h"\n',
+        "lib/clients/bad_private_name.cpp": '#include "scheduler_impl.h"\n',
+        "lib/compat/bad_lib_path.h": "#include <lib/task_internal.h>\n",
+    }
+    clean = {
+        "lib/clients/good.cpp": '#include <magpie/task.h>\n#include "own.h"\n#include <vector>\n',
+        "lib/clients/own.h": "#pragma once\n",
+        "lib/task_internal.h": "#pragma once\n",
+        "lib/scheduler_impl.h": "#pragma once\n",
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        for relative, text in {**cases, **clean}.items():
+            path = os.path.join(scratch, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+        found = check(scratch)
+    caught = {line.split(":")[0] for line in found}
+    missed = sorted(set(cases) - caught)
+    wrongly = sorted(caught - set(cases))
+    if missed or wrongly or len(found) != len(cases):
+        print(f"check_layers self-test FAILED: missed {missed}, wrongly flagged {wrongly}", file=sys.stderr)
+        return 1
+    print(f"check_layers self-test: all {len(cases)} kinds of violation caught, clean files pass")
+    return 0
+
+
+def main(argv):
+    if len(argv) > 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if len(argv) == 2 and argv[1] == "--self-test":
+        return self_test()
+    root = argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    found = check(root)
+    for line in found:
+        print(line, file=sys.stderr)
+    if found:
+        print(f"layer check FAILED: {len(found)} include(s) reach below the public API "
+              f"({', '.join(LAYER_FOLDERS)} may include only <magpie/...> public headers, "
+              "the standard library and files in their own folder)", file=sys.stderr)
+        return 1
+    print("layer check: ok (" + ", ".join(f for f in LAYER_FOLDERS if os.path.isdir(os.path.join(root, f))) + ")")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
