@@ -42,16 +42,17 @@ void tick_manager::state::run_unit(unit& work) {
   running_unit = &work;
   work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
   std::size_t ran = 0;
-  tick_slot* const* members = work.members.data();
+  const ticks::member* members = work.members.data();
   std::size_t count = work.members.size();
   for (std::size_t at = 0; at < count; ++at) {
-    // A chunk's slots and tick functions lie all over memory: fetch them a few ticks ahead
-    // (the loads of the pointers below never fault, and prefetches never trap).
-    if (at + 16 < count) __builtin_prefetch(members[at + 16]);
-    if (at + 8 < count) {
-      __builtin_prefetch(members[at + 8]->function.load(std::memory_order_relaxed));  // relaxed: only a hint
+    // A unit's slots and tick functions lie all over memory (100,000 ticks outgrow the
+    // caches): fetch both well ahead, from the member list itself, so that no fetch waits for
+    // another load. Prefetches never trap, even on a tick destroyed meanwhile.
+    if (at + 16 < count) {
+      __builtin_prefetch(members[at + 16].slot);
+      __builtin_prefetch(members[at + 16].hint);
     }
-    tick_slot* slot = members[at];
+    tick_slot* slot = members[at].slot;
     tick_function* tick = slot->function.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
     if (tick == nullptr || !slot->enabled.load(std::memory_order_relaxed)) continue;  // relaxed: see tick_slot
     float delta = frame_delta;

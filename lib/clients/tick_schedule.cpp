@@ -218,7 +218,7 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
       into.prerequisites.push_back(w);
     }
   }
-  into.members.push_back(&slot);
+  into.members.push_back({&slot, &tick});
   slot.unit = chosen;
   if (for_frame) slot.placed_frame = frame;
 }
@@ -331,7 +331,7 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
   made.game_thread = slot.game_thread;
   made.high_priority = tick_access::high(*slot.function.load(std::memory_order_relaxed));  // relaxed: game thread
   made.single = true;
-  made.members.push_back(&slot);
+  made.members.push_back({&slot, slot.function.load(std::memory_order_relaxed)});  // relaxed: game thread's own store
   for (const tick_slot* before : slot.kept) {
     if (!runs_this_frame(*before) || !needed_edge(*before, slot)) continue;
     if (std::find(made.prerequisites.begin(), made.prerequisites.end(), before->unit) == made.prerequisites.end()) {

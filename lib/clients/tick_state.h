@@ -81,9 +81,17 @@ struct tick_slot {
   bool on_stack = false;
 };
 
+// member is one tick of a unit: its slot, and the tick function it held when the unit was
+// filed — only a hint to fetch ahead (the slot's pointer decides whether it runs), so that
+// the unit reaches both without one load waiting for the other.
+struct member {
+  tick_slot* slot;
+  const tick_function* hint;
+};
+
 // unit is one magpie task's worth of ticks, run in order.
 struct unit {
-  std::vector<tick_slot*> members;
+  std::vector<member> members;
   std::vector<std::uint32_t> prerequisites;  // units created earlier
   ticking_group start = ticking_group::pre_physics;
   ticking_group end = ticking_group::pre_physics;
