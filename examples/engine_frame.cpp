@@ -3,6 +3,8 @@
 // frame, in order; thousands of actor components tick with prerequisites — movement before
 // animation before render data — some far-away animations only every 0.1 s.
 //   examples/engine_frame [actors] [frames]    prints frame time p50/p99 per group
+//   examples/engine_frame --trace frame.json   also records the last three frames as a trace
+//                                              (open it in ui.perfetto.dev, or tools/trace_view.py)
 #include <magpie/magpie.h>
 
 #include <algorithm>
@@ -71,8 +73,17 @@ double percentile(std::vector<double> values, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int actor_count = argc > 1 ? std::atoi(argv[1]) : 2000;
-  int frame_count = argc > 2 ? std::atoi(argv[2]) : 300;
+  const char* trace_file = nullptr;
+  std::vector<const char*> numbers;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--trace" && i + 1 < argc) {
+      trace_file = argv[++i];
+    } else {
+      numbers.push_back(argv[i]);
+    }
+  }
+  int actor_count = numbers.size() > 0 ? std::atoi(numbers[0]) : 2000;
+  int frame_count = numbers.size() > 1 ? std::atoi(numbers[1]) : 300;
   magpie::scheduler pool;  // hardware threads − 1 workers; this thread is the game thread
   magpie::world game(pool);
 
@@ -142,7 +153,9 @@ int main(int argc, char** argv) {
   hud overlay(game, marks);
 
   std::vector<double> frame_micros;
+  magpie::trace::name_this_thread("game thread");
   for (int frame = 0; frame < frame_count; ++frame) {
+    if (trace_file != nullptr && frame == std::max(frame_count - 3, 0)) magpie::trace::start();
     clock_type::time_point start = clock_type::now();
     game.tick(1.f / 60);
     clock_type::time_point end = clock_type::now();
@@ -156,6 +169,9 @@ int main(int argc, char** argv) {
   while (last_drawn.load() != static_cast<std::uint64_t>(frame_count)) std::this_thread::yield();
   pool.request_return(magpie::named_thread::render);
   render.join();
+  if (trace_file != nullptr) {
+    std::printf("trace of the last frames: %zu events in %s\n", magpie::trace::write_chrome_json(trace_file), trace_file);
+  }
 
   auto stats = game.ticks().last_frame_stats();
   std::printf("%d actors, %zu tick functions, %d frames on %u workers + the game thread\n", actor_count,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -97,7 +98,7 @@ thread_buffer* arm(std::uint64_t session) noexcept {
     std::uint64_t capacity = wanted_capacity.load(std::memory_order_relaxed);  // relaxed: set before the session that led here
     std::uint64_t written = buffer.written.load(std::memory_order_relaxed);   // relaxed: only this thread writes it
     if (buffer.capacity != capacity && written == buffer.exported.load(std::memory_order_acquire)) {  // acquire: the writer is done with the old array
-      buffer.events = std::make_unique<event[]>(capacity);
+      buffer.events = std::make_unique_for_overwrite<event[]>(capacity);  // no zeroing: slots are written before read
       buffer.capacity = capacity;
     }
     buffer.role.store(own_role, std::memory_order_relaxed);  // relaxed: read after the writer's acquire of `written`
@@ -163,7 +164,7 @@ std::string role_name(std::uint32_t role, std::uint32_t number) {
     case thread_role::background_worker: return "background worker " + std::to_string(index);
     case thread_role::standby_worker: return "standby worker " + std::to_string(index);
     case thread_role::named: {
-      static const char* const names[] = {"rhi thread", "game thread", "render thread", "audio thread"};
+      static const char* const names[] = {"game thread", "render thread", "rhi thread", "audio thread"};  // named_thread's indices
       return index < std::size(names) ? names[index] : "named thread " + std::to_string(index);
     }
     case thread_role::other: break;
@@ -224,16 +225,22 @@ scope::~scope() {
   if (recorded_ && is_recording()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
 }
 
-client_scope::client_scope(const char* name) : recorded_(client_events_on()) {
-  if (recorded_) record(event_kind::scope_began, nullptr, name, 0, 0);
+void client_scope::begin(const char* name, std::uint64_t id) noexcept {
+  record(event_kind::scope_began, nullptr, name, id, 0);
 }
 
-client_scope::~client_scope() {
-  if (recorded_ && client_events_on()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
+void client_scope::end() noexcept {
+  // As scope's end: only while recording goes on.
+  if (client_events_on()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
 }
 
-bool client_events_on() {
-  return (recording_categories.load(std::memory_order_relaxed) & client) != 0;  // relaxed: as detail::tracing::on
+const char* intern(std::string_view name) {
+  static std::mutex lock;
+  static std::set<std::string, std::less<>> kept;  // never shrinks: the pointers stay valid
+  std::lock_guard hold(lock);
+  auto found = kept.find(name);
+  if (found == kept.end()) found = kept.emplace(name).first;
+  return found->c_str();
 }
 
 void instant(const char* name) {

@@ -240,7 +240,9 @@ class writer {
         case event_kind::standby_left:
         case event_kind::named_queue_ended:
         case event_kind::scope_ended: end(e, {}); break;
-        case event_kind::scope_began: begin(e, e.name != nullptr ? e.name : "scope", "user", json::object()); break;
+        case event_kind::scope_began:
+          begin(e, e.name != nullptr ? e.name : "scope", "user", e.value != 0 ? json{{"id", e.value}} : json::object());
+          break;
         case event_kind::instant: {
           json mark = base("i", on, e.time);
           mark.update({{"name", e.name != nullptr ? e.name : "instant"}, {"cat", "user"}, {"s", "t"}});

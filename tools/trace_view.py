@@ -175,7 +175,7 @@ def draw(names, slices, output, window=None):
             colours.setdefault(piece["name"], palette(len(colours) % 20))
         span = ((piece["start"] - begin) / 1000.0, max((piece["end"] - piece["start"]) / 1000.0, 1e-6))
         groups[(piece["tid"], min(piece["depth"], 3), style)].append(span)
-    for (tid, depth, style), spans in groups.items():
+    for (tid, depth, style), spans in sorted(groups.items(), key=lambda item: item[0][1]):  # outer slices first
         height = 0.8 - 0.18 * depth
         y = row[tid] - height / 2
         if style in ("parked", "standby"):

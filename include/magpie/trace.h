@@ -19,8 +19,12 @@
 // strings that outlive the writing of the trace. See docs/tracing.md.
 #pragma once
 
+#include <magpie/detail/trace_points.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 namespace magpie::trace {
 
@@ -64,18 +68,38 @@ void counter(const char* name, double value);
 // that started recording are named already).
 void name_this_thread(const char* name);
 
+// intern keeps a copy of `name` for the life of the process and returns it: a name for
+// trace events made from a string that may not outlive the trace (a tick function's).
+// Takes a lock: call it once per name (at registration), not per event.
+const char* intern(std::string_view name);
+
 // client_events_on says whether the clients (tick manager, timers) should record their
-// events: recording, with options::client_events.
-bool client_events_on();
-// client_scope is a scope recorded only when client_events_on().
+// events: recording, with options::client_events. Inline: the clients ask per tick.
+inline bool client_events_on() noexcept {
+  // relaxed: as every trace point's look at the switch (magpie/detail/trace_points.h)
+  return (detail::tracing::recording_categories.load(std::memory_order_relaxed) & detail::tracing::client) != 0;
+}
+
+// client_scope is a slice recorded only when client_events_on(), with an optional number
+// shown as its `id` (a timer's handle).
 class client_scope {
  public:
-  explicit client_scope(const char* name);
-  ~client_scope();
+  explicit client_scope(const char* name, std::uint64_t id = 0) : recorded_(client_events_on()) {
+    if (recorded_) [[unlikely]] {
+      begin(name, id);
+    }
+  }
+  ~client_scope() {
+    if (recorded_) [[unlikely]] {
+      end();
+    }
+  }
   client_scope(const client_scope&) = delete;
   client_scope& operator=(const client_scope&) = delete;
 
  private:
+  static void begin(const char* name, std::uint64_t id) noexcept;
+  static void end() noexcept;
   bool recorded_;
 };
 

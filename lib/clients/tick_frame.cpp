@@ -3,6 +3,7 @@
 #include <magpie/diagnostics.h>
 #include <magpie/task.h>
 #include <magpie/tick_manager.h>
+#include <magpie/trace.h>
 
 #include "tick_state.h"
 
@@ -37,6 +38,21 @@ using ticks::running_unit;
 using ticks::tick_slot;
 using ticks::unit;
 
+namespace {
+
+// traced_name is a tick's name for a trace slice: interned once per slot, since the tick
+// function (and its name) may be gone before the trace is written.
+const char* traced_name(tick_slot& slot, const tick_function& tick) {
+  const char* name = slot.trace_name.load(std::memory_order_relaxed);  // relaxed: see tick_slot::trace_name
+  if (name == nullptr) {
+    name = trace::intern(tick.name());
+    slot.trace_name.store(name, std::memory_order_relaxed);  // relaxed: as the load
+  }
+  return name;
+}
+
+}  // namespace
+
 void tick_manager::state::run_unit(unit& work) {
   const unit* outer = running_unit;
   running_unit = &work;
@@ -62,6 +78,7 @@ void tick_manager::state::run_unit(unit& work) {
     }
     slot->ran_frame.store(frame, std::memory_order_relaxed);  // relaxed: see tick_slot::ran_frame
     ++ran;
+    trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
     try {
       tick_access::execute(*tick, delta, tick_type);
     } catch (...) {
@@ -198,6 +215,7 @@ void tick_manager::state::run_newly_spawned_passes() {
              severity::warning);
       break;
     }
+    trace::client_scope pass("newly spawned pass");
     queue_newly_spawned(ticking_group::newly_spawned);
     run_group(ticking_group::newly_spawned, true);
     ++passes;

@@ -3,6 +3,7 @@
 #include <magpie/diagnostics.h>
 #include <magpie/task.h>
 #include <magpie/tick_manager.h>
+#include <magpie/trace.h>
 
 #include "tick_state.h"
 
@@ -246,6 +247,7 @@ void tick_manager::run_tick_group(ticking_group group, bool block_till_complete)
     report_misuse("run_tick_group", "last_demotable always blocks (the frame ends after it); it blocks");
     block_till_complete = true;
   }
+  trace::client_scope traced(to_string(group).data());  // a literal: NUL-terminated
   s.run_group(group, block_till_complete);
   if (block_till_complete) {
     if (group == ticking_group::last_demotable) {

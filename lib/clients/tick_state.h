@@ -48,6 +48,9 @@ struct tick_slot {
   std::atomic<tick_function*> function{nullptr};
   // The frame it last ran in; relaxed: read on the game thread only after its unit completed.
   std::atomic<std::uint64_t> ran_frame{0};
+  // The tick function's name kept for traces (magpie::trace::intern), made the first time a
+  // trace records the tick; relaxed: every value stored is a valid kept name.
+  std::atomic<const char*> trace_name{nullptr};
   // Written on the game thread before the units of the frame are launched.
   std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
   float delta = 0;              // an interval tick's delta_seconds: the time since it last ran

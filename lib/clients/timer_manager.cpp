@@ -1,6 +1,7 @@
 #include <magpie/config.h>
 #include <magpie/diagnostics.h>
 #include <magpie/timer_manager.h>
+#include <magpie/trace.h>
 
 #include "timing_wheel.h"
 
@@ -298,6 +299,7 @@ struct timer_manager::state {
     timer_slot& slot = at(index);  // pages never move: valid across the callbacks
     if (slot.handle != handle || slot.state != timer_state::active) return;
     slot.state = timer_state::executing;
+    trace::client_scope traced("timer", handle);
     std::uint64_t calls = 1;
     if (slot.loop) {
       double behind = (now - slot.time) / static_cast<double>(slot.rate);

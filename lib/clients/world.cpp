@@ -1,5 +1,6 @@
 // world: one frame in Unreal's order, and the tickable objects it runs after the timers.
 #include <magpie/diagnostics.h>
+#include <magpie/trace.h>
 #include <magpie/world.h>
 
 #include <algorithm>
@@ -141,6 +142,7 @@ void world::tick(float delta_seconds, level_tick tick_type) {
     return;
   }
   s.in_tick = true;
+  trace::client_scope traced("frame", s.frames + 1);
   float delta = delta_seconds * s.dilation;
   ++s.frames;
   bool paused = s.paused;
@@ -157,12 +159,16 @@ void world::tick(float delta_seconds, level_tick tick_type) {
   }
   if (!paused) {
     try {
+      trace::client_scope timers("timers");
       s.timers.tick(delta);
     } catch (...) {
       report_exception("a timer callback", std::current_exception());
     }
   }
-  s.tick_tickables(delta);
+  {
+    trace::client_scope tickables("tickables");
+    s.tick_tickables(delta);
+  }
   if (doing_ticks) {
     s.ticks.run_tick_group(ticking_group::post_update_work);
     s.ticks.run_tick_group(ticking_group::last_demotable);
