@@ -6,10 +6,12 @@
 
 #include <magpie/magpie.h>
 #include <magpie/trace.h>
+#include <magpie/world.h>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -284,6 +286,55 @@ TEST_CASE("trace: a worker's track is named, and shows it parking and the count 
   for (const json& e : named(events, "B", "parked")) parked = parked || e["tid"] == worker_tid;
   CHECK(parked);
   CHECK(!named(events, "C", "parked workers").empty());
+}
+
+TEST_CASE("trace: a world's frame shows its tick groups on the game thread with each tick inside") {
+  trace::clear();
+  magpie::scheduler pool(workers(1));
+  magpie::world game(pool);
+  int ran = 0;
+  magpie::tick_function early("early tick", [&](float, magpie::level_tick) { ++ran; });
+  magpie::tick_function late("late tick", [&](float, magpie::level_tick) { ++ran; });
+  late.set_tick_group(magpie::ticking_group::post_physics);
+  early.register_tick_function(game.ticks());
+  late.register_tick_function(game.ticks());
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [] {}, 0.001f, false);
+  game.tick(1.f / 60);  // the first frame builds the schedule; the traced one reuses it
+  trace::start();
+  game.tick(1.f / 60);
+  trace::stop();
+  CHECK(ran == 4);
+  json events = written("frame");
+  check_well_formed(events);
+  // On the game thread, in order: the frame, inside it pre_physics holding "early tick",
+  // post_physics holding "late tick". Walk the thread's slices with a stack of names.
+  auto frames = named(events, "B", "frame");
+  REQUIRE(frames.size() == 1);
+  int game_thread = frames[0]["tid"];
+  std::vector<std::string> open;
+  std::map<std::string, std::vector<std::string>> inside;  // tick → the slices open around it
+  for (const json& e : events) {
+    if (e.value("tid", -1) != game_thread) continue;
+    if (e["ph"] == "B") {
+      std::string name = e["name"];
+      if (name == "early tick" || name == "late tick") inside[name] = open;
+      open.push_back(name);
+    } else if (e["ph"] == "E") {
+      open.pop_back();
+    }
+  }
+  auto contains = [](const std::vector<std::string>& around, const char* name) {
+    return std::find(around.begin(), around.end(), name) != around.end();
+  };
+  REQUIRE(inside.count("early tick") == 1);
+  REQUIRE(inside.count("late tick") == 1);
+  CHECK(contains(inside["early tick"], "frame"));
+  CHECK(contains(inside["early tick"], "pre_physics"));
+  CHECK(contains(inside["late tick"], "post_physics"));
+  CHECK(named(events, "B", "timer").size() == 1);
+  CHECK(named(events, "B", "timers").size() == 1);
+  CHECK(named(events, "B", "tickables").size() == 1);
 }
 
 TEST_CASE("trace: a full ring drops its oldest events, counts them, and still nests") {
