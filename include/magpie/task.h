@@ -21,6 +21,7 @@
 // calling named thread is attached to, else default_scheduler(). See docs/tasks.md.
 #pragma once
 
+#include <magpie/cancellation.h>
 #include <magpie/detail/task_base.h>
 #include <magpie/scheduler.h>
 
@@ -290,6 +291,28 @@ auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& 
   return create_and_launch(owner, into, name, std::forward<Body>(body), prerequisite_buffer(before), where);
 }
 
+// With a cancellation token last: the body runs under it, or is skipped once it is canceled.
+template <class Body>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token));
+}
+template <class Body>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, placement where,
+                 cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), where);
+}
+template <class Body, prerequisite_source Prerequisites>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                 const Prerequisites& before, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), before);
+}
+template <class Body, prerequisite_source Prerequisites>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                 const Prerequisites& before, placement where, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), before,
+                     where);
+}
+
 }  // namespace detail
 
 template <class Body, class... Options>
@@ -297,8 +320,9 @@ auto scheduler::launch(const char* name, Body&& body, Options&&... options) {
   return detail::launch_with(*this, nullptr, name, std::forward<Body>(body), std::forward<Options>(options)...);
 }
 
-// launch starts `body` as a task: launch(name, body [, prerequisites] [, placement]),
-// where a placement is a priority, run_inline or on_thread(...).
+// launch starts `body` as a task: launch(name, body [, prerequisites] [, placement] [, token]),
+// where a placement is a priority, run_inline or on_thread(...), and a token a
+// cancellation_token& (magpie/cancellation.h) that skips the body once canceled.
 template <class Body, class... Options>
 auto launch(const char* name, Body&& body, Options&&... options) {
   return detail::scheduler_for_free_functions().launch(name, std::forward<Body>(body),

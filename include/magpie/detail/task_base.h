@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <chrono>
+#include <concepts>
 #include <exception>
 #include <functional>
 #include <new>
@@ -289,6 +290,14 @@ std::int64_t live_tasks() noexcept;
 
 // --- the type-specific part ---------------------------------------------------------------
 
+// skippable_body: a body that may ask to be skipped before it starts (a canceled token's,
+// magpie/cancellation.h); hold_canceled then gives the task its exception instead.
+template <class Body>
+concept skippable_body = requires(const Body& body) {
+  { body.skip_requested() } noexcept -> std::same_as<bool>;
+};
+void hold_canceled(task_base* task) noexcept;
+
 // task_impl<Body, R> is a task running `Body`, whose result is `R`; its prerequisite edges,
 // if it has any, come before it in the same block.
 template <class Body, class R>
@@ -342,6 +351,14 @@ struct task_impl final : task_with_result<R> {
   static bool handle(work_item* item, work_action action) noexcept {
     auto* self = static_cast<task_impl*>(item);
     if (action == as_action(task_op::run)) {
+      // Only a body launched with a cancellation token pays for this check (one relaxed load).
+      if constexpr (skippable_body<Body>) {
+        if (self->body().skip_requested()) {
+          hold_canceled(self);
+          self->body().~Body();
+          return true;
+        }
+      }
       try {
         if constexpr (std::is_void_v<R>) {
           std::invoke(self->body());
