@@ -497,6 +497,10 @@ void add_nested(task_base* nested) noexcept {
                                         "') called outside a running task; ignored");
     return;
   }
+  if ((parent->kind_and_priority & task_base::resumes_coroutine) != 0) [[unlikely]] {
+    nest_in_coroutine(parent, nested);  // lib/coroutine.cpp: the coroutine's task waits for it
+    return;
+  }
   if (parent == nested) {
     report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added itself as nested; ignored");
     return;

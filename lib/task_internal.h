@@ -199,4 +199,8 @@ struct pipe_access {
 // current_pipe is the pipe of the task this thread runs innermost, or nullptr.
 magpie::pipe* current_pipe() noexcept;
 
+// nest_in_coroutine: add_nested from a task that resumes a coroutine (resumes_coroutine)
+// nests `nested` in the coroutine's task instead (lib/coroutine.cpp).
+void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept;
+
 }  // namespace magpie::detail

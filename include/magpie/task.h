@@ -213,9 +213,21 @@ std::array<task<>, sizeof...(Handles)> prerequisites(const Handles&... handles) 
   return {static_cast<const task<>&>(handles)...};
 }
 
+namespace detail {
+// body_result_traits says, for what a body returns, the task's result type and the task
+// object that runs the body: the body's return value itself, by task_impl, unless another
+// header says otherwise (magpie/coroutine.h: a body returning coro<R> makes a task<R>).
+template <class Returned>
+struct body_result_traits {
+  using task_result = Returned;
+  template <class Body>
+  using task_type = task_impl<Body, Returned>;
+};
+}  // namespace detail
+
 // result_of is the result type of a task running `Body`.
 template <class Body>
-using result_of = std::invoke_result_t<std::decay_t<Body>&>;
+using result_of = typename detail::body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::task_result;
 
 namespace detail {
 
@@ -267,7 +279,7 @@ template <class Body>
 task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
                                         const prerequisite_buffer& before, placement where) {
   using R = result_of<Body>;
-  using impl = task_impl<std::decay_t<Body>, R>;
+  using impl = typename body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::template task_type<std::decay_t<Body>>;
   impl* fresh = impl::create(std::forward<Body>(body), before.size());
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
   auto handle = task<R>::adopt(fresh);

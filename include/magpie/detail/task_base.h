@@ -151,6 +151,9 @@ struct task_base : work_item {
   // has_own_group, in kind_and_priority: the task's prerequisite edges sit just before it
   // in its block (task_impl::create).
   static constexpr std::uint8_t has_own_group = 1u << 5;
+  // resumes_coroutine, in kind_and_priority: the task resumes a suspended coroutine
+  // (magpie/coroutine.h); add_nested from its body nests in the coroutine's task instead.
+  static constexpr std::uint8_t resumes_coroutine = 1u << 6;
 
   task_state<> state;
   std::atomic<std::uint8_t> flags{0};
