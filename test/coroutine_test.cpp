@@ -311,6 +311,41 @@ TEST_CASE("coroutine: a chain of 100,000 coroutines each awaiting the next compl
   }
 }
 
+TEST_CASE("coroutine: a canceled coroutine task is skipped; a running one sees the cancel after a suspension") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    cancellation_token canceled;
+    canceled.cancel();
+    std::atomic<int> started{0};
+    task<int> skipped = pool.launch("skipped", [&]() -> coro<int> {
+      started.fetch_add(1);
+      co_return 1;
+    }, canceled);
+    skipped.wait();
+    CHECK(skipped.has_exception());
+    CHECK_THROWS_AS(skipped.get_result(), task_canceled);
+    CHECK(started.load() == 0);
+
+    if (workers == 0) continue;  // below, a worker must start the coroutine while this thread watches
+    cancellation_token token;
+    task_event gate("gate", pool);
+    std::atomic<bool> suspended{false};
+    task<bool> running = pool.launch("running", [gate, &suspended]() -> coro<bool> {
+      bool before = is_current_work_canceled();
+      suspended.store(true);
+      co_await gate;
+      co_return !before && is_current_work_canceled();
+    }, token);
+    while (!suspended.load()) std::this_thread::yield();
+    token.cancel();
+    gate.trigger();
+    CHECK(running.get_result());
+    CHECK_FALSE(is_current_work_canceled());
+  }
+}
+
 TEST_CASE("coroutine: a coroutine whose scheduler went before it could resume is reported by name and freed") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;

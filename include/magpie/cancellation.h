@@ -98,6 +98,9 @@ class cancelable_body {
 
   bool skip_requested() const noexcept { return token_->is_canceled(); }
 
+  // token is the token the body runs under (a coroutine body's resumptions set it again).
+  const cancellation_token* token() const noexcept { return token_; }
+
   decltype(auto) operator()() {
     cancellation_token_scope scope(*token_);
     return body_();

@@ -23,6 +23,7 @@
 // and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
 #pragma once
 
+#include <magpie/cancellation.h>
 #include <magpie/detail/task_pool.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>
@@ -58,6 +59,24 @@ class coro_promise_base {
   // owner completes only when the coroutine returns and triggers it.
   std::optional<task_event> done;
   std::exception_ptr failure;
+  // token is the cancellation token the task was launched with (nullptr: none): every
+  // segment of the coroutine runs under it, not only the first.
+  const cancellation_token* token = nullptr;
+};
+
+// token_for_segment makes `token` the thread's current one while a coroutine segment runs
+// (none: the current one stays, as for any task body).
+class token_for_segment {
+ public:
+  explicit token_for_segment(const cancellation_token* token) noexcept : outer_(current_cancellation) {
+    if (token != nullptr) current_cancellation = token;
+  }
+  ~token_for_segment() { current_cancellation = outer_; }
+  token_for_segment(const token_for_segment&) = delete;
+  token_for_segment& operator=(const token_for_segment&) = delete;
+
+ private:
+  const cancellation_token* outer_;
 };
 
 // resume_later suspends the coroutine `frame` until `after` completes (nullptr: until it
@@ -175,7 +194,10 @@ class resumer {
     if (frame_) abandon();
   }
 
-  void operator()() { std::exchange(frame_, {}).resume(); }
+  void operator()() {
+    token_for_segment scope(promise_->token);  // read before the resume, which may free the promise
+    std::exchange(frame_, {}).resume();
+  }
 
   // promise is the promise of the coroutine this task resumes (read by add_nested while it runs).
   coro_promise_base* promise() const noexcept { return promise_; }
@@ -232,17 +254,21 @@ struct coro_task final : task_with_result<R> {
   static bool handle(work_item* item, work_action action) noexcept {
     auto* self = static_cast<coro_task*>(item);
     if (action == as_action(task_op::run)) {
+      const cancellation_token* token = nullptr;
       if constexpr (skippable_body<Body>) {
         if (self->body().skip_requested()) {
           hold_canceled(self);
           self->body().~Body();
           return true;
         }
+        token = self->body().token();
       }
       try {
         auto frame = std::invoke(self->body()).release();
         frame.promise().owner = self;
         frame.promise().destroy_body = &destroy_body;
+        frame.promise().token = token;
+        token_for_segment scope(token);
         // From here the coroutine owns the task's completion: when it returns, it hands
         // over its result, destroys the body and itself (finish_coroutine) — perhaps on
         // another thread before resume() returns here, so nothing is touched after it.
