@@ -19,10 +19,16 @@ const std::exception_ptr& canceled_exception() {
 }  // namespace
 
 void hold_canceled(task_base* task) noexcept {
-  task->ensure_extras().exception = canceled_exception();
-  // exception_observed: a skipped task is the outcome its canceler asked for, not an
-  // unhandled error. relaxed: published by completion, as a thrown exception's flag
+  // No exception of its own (body_failure supplies task_canceled): a skip allocates no
+  // extras and touches no shared reference count. exception_observed: a skipped task is
+  // the outcome its canceler asked for, not an unhandled error.
+  // relaxed: published by completion, as a thrown exception's flag
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);
+}
+
+std::exception_ptr body_failure(const task_base* task) noexcept {
+  if (task->extras != nullptr && task->extras->exception != nullptr) return task->extras->exception;
+  return canceled_exception();
 }
 
 }  // namespace magpie::detail

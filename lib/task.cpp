@@ -541,7 +541,7 @@ void hand_on_exception(task_base* nested, task_base* parent) noexcept {
   nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
   // relaxed: only which nested task wins matters; the release below publishes what it wrote
   if ((parent->flags.fetch_or(nested_exception_claimed, std::memory_order_relaxed) & nested_exception_claimed) != 0) return;
-  parent->extras->nested_exception = nested->extras->exception;
+  parent->extras->nested_exception = body_failure(nested);
   parent->flags.fetch_or(nested_exception, std::memory_order_release);  // release: pairs with has_flag's acquire
 }
 

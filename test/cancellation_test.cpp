@@ -217,3 +217,17 @@ TEST_CASE("cancellation: cancel racing launches leaves every task either run or 
     }
   }
 }
+
+TEST_CASE("cancellation: a skipped nested task hands task_canceled on to its parent") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    cancellation_token token;
+    token.cancel();
+    task<> parent = pool.launch("parent", [&] { add_nested(launch("skipped child", [] {}, token)); });
+    parent.wait();
+    CHECK(parent.has_exception());
+    CHECK_THROWS_AS(parent.get_result(), task_canceled);
+  }
+}

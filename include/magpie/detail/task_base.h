@@ -103,7 +103,7 @@ enum task_flags : std::uint8_t {
   triggered = 1,           // a task event's trigger() ran (or its launch lock went otherwise)
   has_waiter = 2,          // some thread blocked on it: notify on scheduling and completion
   body_returned = 4,       // its body returned with nested tasks unfinished: extras->nested is settled
-  has_exception = 8,       // extras->exception holds what the body threw
+  has_exception = 8,       // extras->exception holds what the body threw (none: skipped, canceled)
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
   piped = 32,              // launched into a pipe: extras (and its pipe) were set before launch
   nested_exception = 64,   // extras->nested_exception holds a nested task's exception
