@@ -528,6 +528,10 @@ void add_nested(task_base* nested) noexcept {
                                         "') called outside a running task; ignored");
     return;
   }
+  if ((parent->kind_and_priority & task_base::resumes_coroutine) != 0) [[unlikely]] {
+    nest_in_coroutine(parent, nested);  // lib/coroutine.cpp: the coroutine's task waits for it
+    return;
+  }
   if (parent == nested) {
     report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added itself as nested; ignored");
     return;
@@ -570,7 +574,7 @@ void hand_on_exception(task_base* nested, task_base* parent) noexcept {
   nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
   // relaxed: only which nested task wins matters; the release below publishes what it wrote
   if ((parent->flags.fetch_or(nested_exception_claimed, std::memory_order_relaxed) & nested_exception_claimed) != 0) return;
-  parent->extras->nested_exception = nested->extras->exception;
+  parent->extras->nested_exception = body_failure(nested);
   parent->flags.fetch_or(nested_exception, std::memory_order_release);  // release: pairs with has_flag's acquire
 }
 

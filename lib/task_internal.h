@@ -128,9 +128,14 @@ void drop_prerequisite_references(task_base* task) noexcept;
 // The caller holds a reference to `prerequisite`.
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
 
+// body_failure is what a task with has_exception holds: its body's exception, or, for a
+// task skipped by its canceled token (which stores none: hold_canceled), task_canceled
+// (lib/cancellation.cpp).
+std::exception_ptr body_failure(const task_base* task) noexcept;
+
 // failure_of is the exception a task completed with: its body's, else a nested task's.
 inline std::exception_ptr failure_of(const task_base* task) noexcept {
-  return task->has_flag(has_exception) ? task->extras->exception : task->extras->nested_exception;
+  return task->has_flag(has_exception) ? body_failure(task) : task->extras->nested_exception;
 }
 
 // hand_on_exception keeps the exception of a nested task that threw for its parent: the
@@ -199,5 +204,9 @@ struct pipe_access {
 
 // current_pipe is the pipe of the task this thread runs innermost, or nullptr.
 magpie::pipe* current_pipe() noexcept;
+
+// nest_in_coroutine: add_nested from a task that resumes a coroutine (resumes_coroutine)
+// nests `nested` in the coroutine's task instead (lib/coroutine.cpp).
+void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept;
 
 }  // namespace magpie::detail

@@ -21,6 +21,7 @@
 // calling named thread is attached to, else default_scheduler(). See docs/tasks.md.
 #pragma once
 
+#include <magpie/cancellation.h>
 #include <magpie/detail/task_base.h>
 #include <magpie/scheduler.h>
 
@@ -212,9 +213,21 @@ std::array<task<>, sizeof...(Handles)> prerequisites(const Handles&... handles) 
   return {static_cast<const task<>&>(handles)...};
 }
 
+namespace detail {
+// body_result_traits says, for what a body returns, the task's result type and the task
+// object that runs the body: the body's return value itself, by task_impl, unless another
+// header says otherwise (magpie/coroutine.h: a body returning coro<R> makes a task<R>).
+template <class Returned>
+struct body_result_traits {
+  using task_result = Returned;
+  template <class Body>
+  using task_type = task_impl<Body, Returned>;
+};
+}  // namespace detail
+
 // result_of is the result type of a task running `Body`.
 template <class Body>
-using result_of = std::invoke_result_t<std::decay_t<Body>&>;
+using result_of = typename detail::body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::task_result;
 
 namespace detail {
 
@@ -266,7 +279,7 @@ template <class Body>
 task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
                                         const prerequisite_buffer& before, placement where) {
   using R = result_of<Body>;
-  using impl = task_impl<std::decay_t<Body>, R>;
+  using impl = typename body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::template task_type<std::decay_t<Body>>;
   impl* fresh = impl::create(std::forward<Body>(body), before.size());
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
   auto handle = task<R>::adopt(fresh);
@@ -290,6 +303,28 @@ auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& 
   return create_and_launch(owner, into, name, std::forward<Body>(body), prerequisite_buffer(before), where);
 }
 
+// With a cancellation token last: the body runs under it, or is skipped once it is canceled.
+template <class Body>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token));
+}
+template <class Body>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, placement where,
+                 cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), where);
+}
+template <class Body, prerequisite_source Prerequisites>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                 const Prerequisites& before, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), before);
+}
+template <class Body, prerequisite_source Prerequisites>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
+                 const Prerequisites& before, placement where, cancellation_token& token) {
+  return launch_with(owner, into, name, cancelable_body<std::decay_t<Body>>(std::forward<Body>(body), token), before,
+                     where);
+}
+
 }  // namespace detail
 
 template <class Body, class... Options>
@@ -297,8 +332,9 @@ auto scheduler::launch(const char* name, Body&& body, Options&&... options) {
   return detail::launch_with(*this, nullptr, name, std::forward<Body>(body), std::forward<Options>(options)...);
 }
 
-// launch starts `body` as a task: launch(name, body [, prerequisites] [, placement]),
-// where a placement is a priority, run_inline or on_thread(...).
+// launch starts `body` as a task: launch(name, body [, prerequisites] [, placement] [, token]),
+// where a placement is a priority, run_inline or on_thread(...), and a token a
+// cancellation_token& (magpie/cancellation.h) that skips the body once canceled.
 template <class Body, class... Options>
 auto launch(const char* name, Body&& body, Options&&... options) {
   return detail::scheduler_for_free_functions().launch(name, std::forward<Body>(body),

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <chrono>
+#include <concepts>
 #include <exception>
 #include <functional>
 #include <new>
@@ -102,7 +103,7 @@ enum task_flags : std::uint8_t {
   triggered = 1,           // a task event's trigger() ran (or its launch lock went otherwise)
   has_waiter = 2,          // some thread blocked on it: notify on scheduling and completion
   body_returned = 4,       // its body returned with nested tasks unfinished: extras->nested is settled
-  has_exception = 8,       // extras->exception holds what the body threw
+  has_exception = 8,       // extras->exception holds what the body threw (none: skipped, canceled)
   exception_observed = 16, // someone asked: no unhandled-exception report at destruction
   piped = 32,              // launched into a pipe: extras (and its pipe) were set before launch
   nested_exception = 64,   // extras->nested_exception holds a nested task's exception
@@ -150,6 +151,9 @@ struct task_base : work_item {
   // has_own_group, in kind_and_priority: the task's prerequisite edges sit just before it
   // in its block (task_impl::create).
   static constexpr std::uint8_t has_own_group = 1u << 5;
+  // resumes_coroutine, in kind_and_priority: the task resumes a suspended coroutine
+  // (magpie/coroutine.h); add_nested from its body nests in the coroutine's task instead.
+  static constexpr std::uint8_t resumes_coroutine = 1u << 6;
 
   task_state<> state;
   std::atomic<std::uint8_t> flags{0};
@@ -289,6 +293,14 @@ std::int64_t live_tasks() noexcept;
 
 // --- the type-specific part ---------------------------------------------------------------
 
+// skippable_body: a body that may ask to be skipped before it starts (a canceled token's,
+// magpie/cancellation.h); hold_canceled then gives the task its exception instead.
+template <class Body>
+concept skippable_body = requires(const Body& body) {
+  { body.skip_requested() } noexcept -> std::same_as<bool>;
+};
+void hold_canceled(task_base* task) noexcept;
+
 // task_impl<Body, R> is a task running `Body`, whose result is `R`; its prerequisite edges,
 // if it has any, come before it in the same block.
 template <class Body, class R>
@@ -342,6 +354,14 @@ struct task_impl final : task_with_result<R> {
   static bool handle(work_item* item, work_action action) noexcept {
     auto* self = static_cast<task_impl*>(item);
     if (action == as_action(task_op::run)) {
+      // Only a body launched with a cancellation token pays for this check (one relaxed load).
+      if constexpr (skippable_body<Body>) {
+        if (self->body().skip_requested()) {
+          hold_canceled(self);
+          self->body().~Body();
+          return true;
+        }
+      }
       try {
         if constexpr (std::is_void_v<R>) {
           std::invoke(self->body());

@@ -1,0 +1,363 @@
+// Layer 3 — coroutine tasks: a task body that waits without holding its thread.
+//
+//   magpie::task<int> size = magpie::launch("size", [] { return 42; });
+//   magpie::task<int> doubled = magpie::launch("doubled", [size]() -> magpie::coro<int> {
+//     int value = co_await size;                          // the worker runs other work meanwhile
+//     co_await magpie::resume_on(magpie::named_thread::game);
+//     co_return value * 2;                                // now on the game thread
+//   });
+//
+// A body returning coro<R> makes launch() return task<R>. The task completes when the
+// coroutine returns (and every nested task has completed), not when it first suspends;
+// until then launch keeps the body — and so a lambda's captures — alive.
+//
+// co_await of a completed task continues at once. Otherwise the coroutine suspends and
+// its resumption becomes one more subsequent of the awaited task: a small task that runs
+// on the thread that completes it (the completer runs its first ready subsequent next, in
+// its loop) or is queued there, at the coroutine task's priority. A coroutine never runs
+// on two threads at once. The awaited task's exception is rethrown by co_await.
+//
+// Awaitable: task<R> (yields R&, which lives as long as the task), task_event, when_all /
+// when_any results, and resume_on(named_thread), resume_on(priority), yield().
+// add_nested() from the coroutine makes the coroutine task wait for the nested task, before
+// and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
+#pragma once
+
+#include <magpie/cancellation.h>
+#include <magpie/detail/task_pool.h>
+#include <magpie/task.h>
+#include <magpie/task_event.h>
+
+#include <coroutine>
+#include <exception>
+#include <new>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace magpie {
+
+template <class R = void>
+class coro;
+
+namespace detail {
+
+// coro_promise_base is the part of every magpie coroutine's promise that does not depend on R.
+class coro_promise_base {
+ public:
+  static void* operator new(std::size_t bytes) { return task_pool::allocate(bytes); }
+  static void operator delete(void* frame, std::size_t bytes) noexcept { task_pool::deallocate(frame, bytes); }
+
+  std::suspend_always initial_suspend() noexcept { return {}; }
+  void unhandled_exception() noexcept { failure = std::current_exception(); }
+
+  // owner is the coroutine task; destroy_body destroys its body (the callable) once the
+  // coroutine has returned.
+  task_base* owner = nullptr;
+  void (*destroy_body)(task_base* owner) noexcept = nullptr;
+  // done exists from the first suspension on: a task event nested in the owner, so the
+  // owner completes only when the coroutine returns and triggers it.
+  std::optional<task_event> done;
+  std::exception_ptr failure;
+  // token is the cancellation token the task was launched with (nullptr: none): every
+  // segment of the coroutine runs under it, not only the first.
+  const cancellation_token* token = nullptr;
+};
+
+// token_for_segment makes `token` the thread's current one while a coroutine segment runs
+// (none: the current one stays, as for any task body).
+class token_for_segment {
+ public:
+  explicit token_for_segment(const cancellation_token* token) noexcept : outer_(current_cancellation) {
+    if (token != nullptr) current_cancellation = token;
+  }
+  ~token_for_segment() { current_cancellation = outer_; }
+  token_for_segment(const token_for_segment&) = delete;
+  token_for_segment& operator=(const token_for_segment&) = delete;
+
+ private:
+  const cancellation_token* outer_;
+};
+
+// resume_later suspends the coroutine `frame` until `after` completes (nullptr: until it
+// is scheduled), then resumes it as a task placed `where` (lib/coroutine.cpp).
+void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where);
+
+// hand_over_failure gives the owner the coroutine's exception (lib/coroutine.cpp).
+void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept;
+
+// finish_coroutine: the coroutine returned; its result or failure is already in the owner.
+// Destroys the frame and the body, then lets the owner complete.
+template <class Promise>
+void finish_coroutine(std::coroutine_handle<Promise> frame) noexcept {
+  Promise& promise = frame.promise();
+  task_base* owner = promise.owner;
+  if (promise.failure) hand_over_failure(owner, std::move(promise.failure));
+  std::optional<task_event> done = std::move(promise.done);
+  auto destroy_body = promise.destroy_body;
+  frame.destroy();
+  destroy_body(owner);  // the callable outlived the coroutine, as launch promises
+  if (done) done->trigger();
+}
+
+// final_awaiter ends every magpie coroutine: it hands the frame to finish_coroutine.
+struct final_awaiter {
+  bool await_ready() const noexcept { return false; }
+  template <class Promise>
+  void await_suspend(std::coroutine_handle<Promise> frame) const noexcept {
+    finish_coroutine(frame);  // the awaiter lived in the frame: nothing here touches it after
+  }
+  void await_resume() const noexcept {}
+};
+
+template <class R>
+class coro_promise : public coro_promise_base {
+ public:
+  coro<R> get_return_object() noexcept;
+  final_awaiter final_suspend() noexcept { return {}; }
+  template <class Value>
+    requires std::is_constructible_v<R, Value&&>
+  void return_value(Value&& value) {
+    // Straight into the task's result: no second copy.
+    new (static_cast<task_with_result<R>*>(owner)->result_storage) R(std::forward<Value>(value));
+  }
+};
+
+template <>
+class coro_promise<void> : public coro_promise_base {
+ public:
+  coro<void> get_return_object() noexcept;
+  final_awaiter final_suspend() noexcept { return {}; }
+  void return_void() noexcept {}
+};
+
+// as_magpie_promise checks that a co_await happens inside a magpie coroutine.
+template <class Promise>
+coro_promise_base& as_magpie_promise(std::coroutine_handle<Promise> frame) noexcept {
+  static_assert(std::is_base_of_v<coro_promise_base, Promise>,
+                "magpie: these awaitables work only inside a magpie::coro coroutine");
+  return frame.promise();
+}
+
+// task_awaiter waits for a task from a coroutine.
+template <class R>
+class task_awaiter {
+ public:
+  explicit task_awaiter(const task<R>& awaited) noexcept : awaited_(awaited) {}
+
+  bool await_ready() const noexcept { return awaited_.is_completed(); }
+  template <class Promise>
+  void await_suspend(std::coroutine_handle<Promise> frame) {
+    coro_promise_base& promise = as_magpie_promise(frame);
+    resume_later(frame, promise, awaited_.base(), placement(promise.owner->task_priority()));
+  }
+  decltype(auto) await_resume() const {
+    if constexpr (std::is_void_v<R>) {
+      awaited_.get_result();
+    } else {
+      return awaited_.get_result();
+    }
+  }
+
+ private:
+  task<R> awaited_;
+};
+
+// placement_awaiter always suspends and resumes the coroutine as a task placed `where`
+// (nullopt: at the coroutine task's own priority).
+class placement_awaiter {
+ public:
+  explicit placement_awaiter(std::optional<placement> where) noexcept : where_(where) {}
+
+  bool await_ready() const noexcept { return false; }
+  template <class Promise>
+  void await_suspend(std::coroutine_handle<Promise> frame) {
+    coro_promise_base& promise = as_magpie_promise(frame);
+    resume_later(frame, promise, nullptr, where_ ? *where_ : placement(promise.owner->task_priority()));
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  std::optional<placement> where_;
+};
+
+// resumer is the body of a coroutine's resumption task. Destroyed without having run
+// (its scheduler shut down before it could), it abandons the coroutine (lib/coroutine.cpp).
+class resumer {
+ public:
+  resumer(std::coroutine_handle<> frame, coro_promise_base* promise) noexcept : frame_(frame), promise_(promise) {}
+  resumer(resumer&& other) noexcept : frame_(std::exchange(other.frame_, {})), promise_(other.promise_) {}
+  resumer(const resumer&) = delete;
+  resumer& operator=(const resumer&) = delete;
+  resumer& operator=(resumer&&) = delete;
+  ~resumer() {
+    if (frame_) abandon();
+  }
+
+  void operator()() {
+    token_for_segment scope(promise_->token);  // read before the resume, which may free the promise
+    std::exchange(frame_, {}).resume();
+  }
+
+  // promise is the promise of the coroutine this task resumes (read by add_nested while it runs).
+  coro_promise_base* promise() const noexcept { return promise_; }
+
+ private:
+  void abandon() noexcept;
+
+  std::coroutine_handle<> frame_;
+  coro_promise_base* promise_;
+};
+
+// coro_task<Body, R> is a task whose body returns coro<R>: running it starts the coroutine,
+// and the coroutine, when it returns, completes the task. Laid out as task_impl.
+template <class Body, class R>
+struct coro_task final : task_with_result<R> {
+  alignas(Body) unsigned char body_storage[sizeof(Body)];
+
+  Body& body() noexcept { return *std::launder(reinterpret_cast<Body*>(body_storage)); }
+
+  static_assert(alignof(Body) <= 64, "magpie: a task body aligned to more than 64 bytes is not supported");
+
+  static constexpr std::size_t lead_bytes(std::size_t count) noexcept {
+    return count == 0 ? 0 : (edge_group::bytes(count) + alignof(coro_task) - 1) / alignof(coro_task) * alignof(coro_task);
+  }
+
+  template <class F>
+  static coro_task* create(F&& body, std::size_t prerequisite_count) {
+    std::size_t lead = lead_bytes(prerequisite_count);
+    auto* block = static_cast<unsigned char*>(allocate_task(lead + sizeof(coro_task)));
+    auto* self = new (block + lead) coro_task;
+    try {
+      new (self->body_storage) Body(std::forward<F>(body));
+    } catch (...) {
+      self->~coro_task();
+      free_task(block, lead + sizeof(coro_task));
+      throw;
+    }
+    if (prerequisite_count != 0) {
+      edge_group::place_before(self, prerequisite_count);
+      self->kind_and_priority = task_base::has_own_group;
+    }
+    self->handler = &handle;
+    return self;
+  }
+
+  edge_group* own_group() noexcept { return reinterpret_cast<edge_group*>(this) - 1; }
+
+  std::size_t lead() noexcept {
+    return (this->kind_and_priority & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
+  }
+
+  static void destroy_body(task_base* owner) noexcept { static_cast<coro_task*>(owner)->body().~Body(); }
+
+  static bool handle(work_item* item, work_action action) noexcept {
+    auto* self = static_cast<coro_task*>(item);
+    if (action == as_action(task_op::run)) {
+      const cancellation_token* token = nullptr;
+      if constexpr (skippable_body<Body>) {
+        if (self->body().skip_requested()) {
+          hold_canceled(self);
+          self->body().~Body();
+          return true;
+        }
+        token = self->body().token();
+      }
+      try {
+        auto frame = std::invoke(self->body()).release();
+        frame.promise().owner = self;
+        frame.promise().destroy_body = &destroy_body;
+        frame.promise().token = token;
+        token_for_segment scope(token);
+        // From here the coroutine owns the task's completion: when it returns, it hands
+        // over its result, destroys the body and itself (finish_coroutine) — perhaps on
+        // another thread before resume() returns here, so nothing is touched after it.
+        frame.resume();
+      } catch (...) {  // the body threw before its coroutine began
+        self->ensure_extras().exception = std::current_exception();
+        self->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
+        self->body().~Body();
+      }
+      return true;
+    }
+    if (action == as_action(task_op::destroy)) {
+      if constexpr (!std::is_void_v<R>) {
+        // A coroutine that returned normally left a result; every other end sets has_exception.
+        if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
+      }
+      std::size_t lead = self->lead();
+      self->~coro_task();
+      free_task(reinterpret_cast<unsigned char*>(self) - lead, lead + sizeof(coro_task));
+      return true;
+    }
+    if (action == as_action(task_op::drop_body)) {
+      self->body().~Body();
+      return true;
+    }
+    return run_queued(item, action);
+  }
+};
+
+template <class R>
+struct body_result_traits<coro<R>> {
+  using task_result = R;
+  template <class Body>
+  using task_type = coro_task<Body, R>;
+};
+
+}  // namespace detail
+
+// coro<R> is what a coroutine task's body returns: launch() turns it into a task<R>. It is
+// only a carrier from the body to the task: launch it, never keep it.
+template <class R>
+class coro {
+ public:
+  using promise_type = detail::coro_promise<R>;
+
+  coro(coro&& other) noexcept : frame_(std::exchange(other.frame_, {})) {}
+  coro(const coro&) = delete;
+  coro& operator=(const coro&) = delete;
+  coro& operator=(coro&&) = delete;
+  ~coro() {
+    if (frame_) frame_.destroy();  // made and never started: its task never ran it
+  }
+
+  // release hands the frame to the task that runs it.
+  std::coroutine_handle<promise_type> release() noexcept { return std::exchange(frame_, {}); }
+
+ private:
+  friend promise_type;
+  explicit coro(std::coroutine_handle<promise_type> frame) noexcept : frame_(frame) {}
+
+  std::coroutine_handle<promise_type> frame_;
+};
+
+namespace detail {
+template <class R>
+coro<R> coro_promise<R>::get_return_object() noexcept {
+  return coro<R>(std::coroutine_handle<coro_promise<R>>::from_promise(*this));
+}
+inline coro<void> coro_promise<void>::get_return_object() noexcept {
+  return coro<void>(std::coroutine_handle<coro_promise<void>>::from_promise(*this));
+}
+}  // namespace detail
+
+// operator co_await on a task (or task event) suspends until it completes, then yields its
+// result (a reference into the task) or rethrows its exception.
+template <class R>
+detail::task_awaiter<R> operator co_await(const task<R>& awaited) noexcept {
+  return detail::task_awaiter<R>(awaited);
+}
+
+// resume_on continues the coroutine on `thread`'s main queue.
+inline detail::placement_awaiter resume_on(named_thread thread) noexcept {
+  return detail::placement_awaiter(on_thread(thread));
+}
+
+// resume_on continues the coroutine on a worker, at priority `p`.
+inline detail::placement_awaiter resume_on(priority p) noexcept { return detail::placement_awaiter(placement(p)); }
+
+// yield lets other work run: the coroutine continues later, queued at its task's priority.
+inline detail::placement_awaiter yield() noexcept { return detail::placement_awaiter(std::nullopt); }
+
+}  // namespace magpie

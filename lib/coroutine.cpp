@@ -1,0 +1,62 @@
+// Coroutine tasks: suspending, resuming, and giving up on a coroutine that cannot resume.
+#include "task_internal.h"
+
+#include <magpie/coroutine.h>
+#include <magpie/diagnostics.h>
+
+#include <string>
+
+namespace magpie::detail {
+
+namespace {
+using resumption_task = task_impl<resumer, void>;
+}  // namespace
+
+void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where) {
+  if (!promise.done) {
+    // The first suspension, so still inside the coroutine task's own run: the event nests
+    // in it before anything can resume the coroutine.
+    promise.done.emplace(promise.owner->name);
+    magpie::add_nested(*promise.done);
+  }
+  resumption_task* resumption = resumption_task::create(resumer(frame, &promise), after != nullptr ? 1 : 0);
+  initialise(resumption, promise.owner->name, where.kind(), scheduler_for_free_functions(), where.task_priority(),
+             where.target());
+  resumption->kind_and_priority |= task_base::resumes_coroutine;
+  // Nobody holds a handle to it: only the system's reference. relaxed: nothing else can
+  // reach the task yet; the launch below publishes it
+  resumption->references.store(task_base::one_reference, std::memory_order_relaxed);
+  // After this the coroutine may resume on another thread at once: `promise` is not ours.
+  if (after != nullptr) {
+    launch_behind(resumption, &after, 1, resumption->own_group());
+  } else {
+    launch_task(resumption, nullptr);
+  }
+}
+
+void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept {
+  owner->ensure_extras().exception = std::move(failure);
+  owner->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
+}
+
+void resumer::abandon() noexcept {
+  task_base* owner = promise_->owner;
+  report(diagnostic_kind::never_ran, std::string("coroutine task '") + owner->name +
+                                         "' was suspended when its scheduler shut down: it never resumes; frame freed");
+  hand_over_failure(owner, std::make_exception_ptr(task_never_ran(std::string("coroutine task '") + owner->name +
+                                                                  "' never resumed")));
+  owner->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: as above; reported already
+  std::optional<task_event> done = std::move(promise_->done);
+  auto destroy_body = promise_->destroy_body;
+  std::exchange(frame_, {}).destroy();
+  destroy_body(owner);
+  if (done) done->trigger();
+}
+
+void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept {
+  coro_promise_base* promise = static_cast<resumption_task*>(resumption)->body().promise();
+  add_handle(nested);
+  promise->done->add_prerequisites(task<>::adopt(nested));
+}
+
+}  // namespace magpie::detail

@@ -1,0 +1,238 @@
+// Suite "concurrency_limiter": at most N at once, unique slots, wait, lifetime.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/concurrency_limiter.h>
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using test::no_leaks;
+
+namespace {
+
+// occupancy_probe records, for work running under a limiter of `limit`, the most pieces
+// seen running at once and any slot out of range or used twice at the same moment.
+struct occupancy_probe {
+  explicit occupancy_probe(std::uint32_t limit) : slots_busy(limit) {}
+
+  void enter(std::uint32_t slot) {
+    int now = running.fetch_add(1) + 1;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    if (slot >= slots_busy.size()) {
+      bad_slots.fetch_add(1);
+      return;
+    }
+    if (slots_busy[slot].exchange(true)) bad_slots.fetch_add(1);
+  }
+  void leave(std::uint32_t slot) {
+    if (slot < slots_busy.size()) slots_busy[slot].store(false);
+    running.fetch_sub(1);
+    ran.fetch_add(1);
+  }
+
+  std::vector<std::atomic<bool>> slots_busy;
+  std::atomic<int> running{0};
+  std::atomic<int> most{0};
+  std::atomic<int> bad_slots{0};
+  std::atomic<int> ran{0};
+};
+
+// push_probed pushes `count` pieces that each occupy their slot for a moment.
+void push_probed(task_concurrency_limiter& limiter, occupancy_probe& probe, int count) {
+  for (int i = 0; i < count; ++i) {
+    limiter.push("probed", [&probe](std::uint32_t slot) {
+      probe.enter(slot);
+      std::this_thread::yield();
+      probe.leave(slot);
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("concurrency_limiter: every pushed piece runs once, never more than N at once, in unique slots") {
+  for (unsigned workers : test::worker_counts) {
+    for (std::uint32_t limit : {1u, 2u, 3u}) {
+      CAPTURE(workers);
+      CAPTURE(limit);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      occupancy_probe probe(limit);
+      task_concurrency_limiter limiter(limit, priority::normal, pool);
+      CHECK(limiter.max_concurrency() == limit);
+      push_probed(limiter, probe, 200);
+      CHECK(limiter.wait());
+      CHECK(probe.ran.load() == 200);
+      CHECK(probe.most.load() <= static_cast<int>(limit));
+      CHECK(probe.most.load() >= 1);
+      CHECK(probe.bad_slots.load() == 0);
+    }
+  }
+}
+
+TEST_CASE("concurrency_limiter: wait returns false on time-out while work is held, true once it ran") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  task_concurrency_limiter limiter(1, priority::normal, pool);
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  limiter.push("holder", [&](std::uint32_t) {
+    started.store(true);
+    while (!release.load()) std::this_thread::yield();
+    ran.fetch_add(1);
+  });
+  limiter.push("queued", [&](std::uint32_t) { ran.fetch_add(1); });
+  // Running on a worker already: a wait cannot take it back (a wait retracts first, as a
+  // task's timed wait does, so one that found it unstarted would run it here).
+  while (!started.load()) std::this_thread::yield();
+  CHECK_FALSE(limiter.wait(std::chrono::milliseconds(5)));
+  release.store(true);
+  CHECK(limiter.wait());
+  CHECK(ran.load() == 2);
+  CHECK(limiter.wait(std::chrono::milliseconds(0)));  // nothing pushed since: at once
+}
+
+TEST_CASE("concurrency_limiter: wait from inside a task retracts queued work rather than deadlock") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    // With 0 or 1 workers the waiting task occupies every thread there is: nothing else
+    // runs the limiter's tasks unless the wait takes them back.
+    task<bool> waiter = pool.launch("waiter", [&] {
+      task_concurrency_limiter limiter(2);
+      for (int i = 0; i < 50; ++i) limiter.push("piece", [&](std::uint32_t) { ran.fetch_add(1); });
+      return limiter.wait();
+    });
+    CHECK(waiter.get_result());
+    CHECK(ran.load() == 50);
+  }
+}
+
+TEST_CASE("concurrency_limiter: a limiter destroyed before its work finished lets the work finish") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    task_event go("go", pool);
+    {
+      task_concurrency_limiter limiter(2, priority::normal, pool);
+      for (int i = 0; i < 20; ++i) {
+        limiter.push("late", [&, go](std::uint32_t) {
+          go.wait();
+          ran.fetch_add(1);
+        });
+      }
+    }
+    go.trigger();
+    // The pieces are tasks of `pool`; its shutdown runs whatever is left.
+    pool.shutdown();
+    CHECK(ran.load() == 20);
+  }
+}
+
+TEST_CASE("concurrency_limiter: work pushed from inside limited work runs under the same limit") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    occupancy_probe probe(2);
+    task_concurrency_limiter limiter(2, priority::normal, pool);
+    for (int i = 0; i < 10; ++i) {
+      limiter.push("parent", [&](std::uint32_t slot) {
+        probe.enter(slot);
+        for (int j = 0; j < 3; ++j) {
+          limiter.push("child", [&](std::uint32_t child_slot) {
+            probe.enter(child_slot);
+            probe.leave(child_slot);
+          });
+        }
+        probe.leave(slot);
+      });
+    }
+    CHECK(limiter.wait());
+    CHECK(probe.ran.load() == 40);
+    CHECK(probe.most.load() <= 2);
+    CHECK(probe.bad_slots.load() == 0);
+  }
+}
+
+TEST_CASE("concurrency_limiter: a throwing piece is reported and the rest still run") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_concurrency_limiter limiter(1, priority::normal, pool);
+  std::atomic<int> ran{0};
+  limiter.push("thrower", [](std::uint32_t) { throw std::runtime_error("boom"); });
+  limiter.push("after", [&](std::uint32_t) { ran.fetch_add(1); });
+  CHECK(limiter.wait());
+  CHECK(ran.load() == 1);
+  auto seen = recorder.reports();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].kind == diagnostic_kind::unhandled_exception);
+  CHECK(seen[0].message.find("thrower") != std::string::npos);
+  CHECK(seen[0].message.find("boom") != std::string::npos);
+}
+
+TEST_CASE("concurrency_limiter: max_concurrency 0 is reported and runs as 1") {
+  test::diagnostic_recorder recorder;
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_concurrency_limiter limiter(0, priority::normal, pool);
+  CHECK(recorder.count() == 1);
+  CHECK(limiter.max_concurrency() == 1);
+  std::atomic<int> ran{0};
+  limiter.push("one", [&](std::uint32_t slot) { ran.fetch_add(slot == 0 ? 1 : 100); });
+  CHECK(limiter.wait());
+  CHECK(ran.load() == 1);
+}
+
+TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 2u, 4u, 8u, 64u}) {
+      for (std::uint32_t limit : {1u, 2u, 4u, 70u}) {
+        CAPTURE(workers);
+        CAPTURE(limit);
+        no_leaks leaks;
+        scheduler pool(test::options_with(workers));
+        occupancy_probe probe(limit);
+        std::vector<long> per_slot(limit, 0);  // plain memory: TSan sees any overlap of a slot
+        task_concurrency_limiter limiter(limit, priority::normal, pool);
+        constexpr int per_producer = 300;
+        auto produce = [&] {
+          for (int i = 0; i < per_producer; ++i) {
+            limiter.push("stress", [&](std::uint32_t slot) {
+              probe.enter(slot);
+              if (slot < per_slot.size()) ++per_slot[slot];
+              probe.leave(slot);
+            });
+          }
+        };
+        std::thread other(produce);
+        produce();
+        other.join();
+        CHECK(limiter.wait());
+        CHECK(probe.ran.load() == 2 * per_producer);
+        CHECK(probe.most.load() <= static_cast<int>(limit));
+        CHECK(probe.bad_slots.load() == 0);
+        long total = 0;
+        for (long each : per_slot) total += each;
+        CHECK(total == 2 * per_producer);
+      }
+    }
+  }
+}
