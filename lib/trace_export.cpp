@@ -97,6 +97,7 @@ class writer {
     out.push_back({{"ph", "M"}, {"pid", 1}, {"name", "process_name"}, {"args", {{"name", "magpie"}}}});
     for (track& each : tracks_) write_track(each, out);
     write_arrows(out);
+    write_ready_count(out);
     return out;
   }
 
@@ -275,6 +276,36 @@ class writer {
                    {"name", name}, {"cat", "flow"}});
     out.push_back({{"ph", "f"}, {"bp", "e"}, {"pid", 1}, {"tid", to_track}, {"ts", micros(to_at)}, {"id", flow},
                    {"name", name}, {"cat", "flow"}});
+  }
+
+  // write_ready_count writes the "ready tasks" counter: tasks made ready and queued and not
+  // yet started, all threads together, from the events themselves (nothing sampled at run
+  // time). A task scheduled before the recording began is not counted when it starts.
+  void write_ready_count(json& out) {
+    std::vector<std::pair<std::uint64_t, int>> changes;  // (time, +1 scheduled / -1 started)
+    std::vector<bool> queued(instances_.size(), false);
+    for (std::uint32_t t = 0; t < tracks_.size(); ++t) {
+      for (std::uint32_t i = 0; i < tracks_[t].events.size(); ++i) {
+        const event& e = tracks_[t].events[i];
+        if (e.kind == event_kind::task_scheduled) changes.push_back({e.time, +1});
+        if (e.kind == event_kind::task_scheduled) queued[ids_[t][i]] = true;
+      }
+    }
+    for (std::uint32_t t = 0; t < tracks_.size(); ++t) {
+      for (std::uint32_t i = 0; i < tracks_[t].events.size(); ++i) {
+        const event& e = tracks_[t].events[i];
+        if (e.kind == event_kind::task_started && queued[ids_[t][i]]) {
+          queued[ids_[t][i]] = false;  // a task's later slices (none today) are not starts
+          changes.push_back({e.time, -1});
+        }
+      }
+    }
+    std::stable_sort(changes.begin(), changes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    long ready = 0;
+    for (const auto& [at, step] : changes) {
+      ready += step;
+      out.push_back({{"ph", "C"}, {"pid", 1}, {"ts", micros(at)}, {"name", "ready tasks"}, {"args", {{"queued", ready}}}});
+    }
   }
 
   void write_arrows(json& out) {

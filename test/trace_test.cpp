@@ -57,10 +57,12 @@ void check_well_formed(const json& events) {
     }
     std::string phase = e["ph"];
     if (phase == "M") continue;
-    if (!e["ts"].is_number() || !e["tid"].is_number()) {
+    // Counters belong to the process; everything else to a thread.
+    if (!e.contains("ts") || !e["ts"].is_number() || (phase != "C" && !(e.contains("tid") && e["tid"].is_number()))) {
       ++malformed;
       continue;
     }
+    if (phase == "C") continue;
     if (phase == "B") ++open[e["tid"].get<int>()];
     if (phase == "E" && open[e["tid"].get<int>()]-- <= 0) ++unmatched_ends;
   }
@@ -132,6 +134,10 @@ TEST_CASE("trace: a diamond's slices, one per task, and an arrow along each edge
   CHECK(edges == std::set<std::pair<std::string, std::string>>{{"a", "b"}, {"a", "c"}, {"b", "d"}, {"c", "d"}});
   // And each launch has an arrow to the task's slice.
   CHECK(flows(events, "launch").size() == 4);
+  // The ready-tasks counter rises as tasks are queued and is back at 0 once all started.
+  auto ready = named(events, "C", "ready tasks");
+  REQUIRE(!ready.empty());
+  CHECK(ready.back()["args"]["queued"] == 0);
   CHECK(named(events, "i", "launch d").size() == 1);
 }
 
@@ -315,7 +321,7 @@ TEST_CASE("trace: a world's frame shows its tick groups on the game thread with 
   std::vector<std::string> open;
   std::map<std::string, std::vector<std::string>> inside;  // tick → the slices open around it
   for (const json& e : events) {
-    if (e.value("tid", -1) != game_thread) continue;
+    if (e.value("tid", -1) != game_thread) continue;  // counters have none
     if (e["ph"] == "B") {
       std::string name = e["name"];
       if (name == "early tick" || name == "late tick") inside[name] = open;
