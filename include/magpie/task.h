@@ -337,4 +337,15 @@ task<std::decay_t<T>> make_completed_task(T&& value) {
 // is_in_task says whether the calling thread is running a task.
 inline bool is_in_task() noexcept { return detail::current_task() != nullptr; }
 
+// this_task is a handle to the task whose body the calling thread is running (the
+// innermost one), or an invalid handle outside task bodies. A body can hand it out as its
+// own completion event (the TaskGraph layer passes it to do_task) or compare it with
+// another handle; waiting on it from inside its own body is reported.
+inline task<> this_task() noexcept {
+  detail::task_base* running = detail::current_task();
+  if (running == nullptr) return {};
+  detail::add_handle(running);
+  return task<>::adopt(running);
+}
+
 }  // namespace magpie
