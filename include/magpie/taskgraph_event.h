@@ -1,0 +1,202 @@
+// Layer 4 — compatibility: Unreal's FGraphEvent, FGraphEventRef and FGraphEventArray over
+// magpie's tasks. Part of <magpie/taskgraph.h>; see docs/porting-from-unreal.md.
+//
+//   using namespace magpie::taskgraph;
+//   graph_event_ref loaded = graph_event::create_graph_event();
+//   graph_event_array before{loaded};
+//   graph_event_ref done = function_graph_task::create_and_dispatch_when_ready([] { ... }, "use", &before);
+//   loaded->dispatch_subsequents();     // the function may run now
+//   done->wait();
+//
+// A graph event *is* a magpie task: the event of create_graph_event is a task_event, and the
+// completion event of a graph task is the task running its do_task. So a graph_event_ref
+// converts to `const magpie::task<>&` (use it as a prerequisite of magpie::launch, or in
+// magpie::wait_all), and as_task() bridges to the native API. Handles are reference
+// counted: an event stays valid, and completed, as long as a graph_event_ref names it.
+#pragma once
+
+#include <magpie/task.h>
+#include <magpie/task_event.h>
+#include <magpie/taskgraph_named_threads.h>
+
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace magpie::taskgraph {
+
+class graph_event_ref;
+
+// graph_event is what a graph_event_ref points to: a graph event made by
+// create_graph_event, or the completion event of a graph task.
+class graph_event {
+ public:
+  // create_graph_event makes an event that completes when dispatch_subsequents is called
+  // (and what dont_complete_until added before it has completed). It belongs to the calling
+  // task's scheduler, else the calling named thread's, else the default scheduler.
+  static graph_event_ref create_graph_event();
+
+  // dispatch_subsequents completes an event made by create_graph_event, letting the tasks
+  // behind it run. Idempotent, any thread. On a graph task's completion event (which
+  // completes by itself when do_task returns) it is reported and ignored.
+  void dispatch_subsequents();
+
+  // dispatch_subsequents(current_thread_if_known) is the same; the thread is only a hint.
+  void dispatch_subsequents(named_threads::type current_thread_if_known);
+
+  // dont_complete_until makes this event complete only after `other` completes. Inside the
+  // do_task of the graph task this event belongs to, the running task waits for `other`
+  // as a nested task (no thread blocks); on an event from create_graph_event not yet
+  // dispatched, `other` becomes one more prerequisite. Anything else is reported.
+  void dont_complete_until(graph_event_ref other);
+
+  // is_complete says whether the event completed (true for an empty reference).
+  bool is_complete() const noexcept { return handle().is_completed(); }
+
+  // wait returns once the event completed. On a named thread it processes that thread's
+  // queue meanwhile, as task_graph_interface::wait_until_task_completes does.
+  void wait(named_threads::type current_thread_if_known = named_threads::any_thread);
+
+  // as_task is the magpie task behind the event.
+  task<> as_task() const noexcept { return handle(); }
+
+  // name is the event's debug name.
+  const char* name() const noexcept { return handle().name(); }
+
+ private:
+  friend class graph_event_ref;
+  graph_event() noexcept = default;
+  explicit graph_event(task<> completion) noexcept : handle_(std::in_place_index<0>, std::move(completion)) {}
+  explicit graph_event(task_event event) noexcept : handle_(std::in_place_index<1>, std::move(event)) {}
+  graph_event(const graph_event&) noexcept = default;
+  graph_event(graph_event&&) noexcept = default;
+  graph_event& operator=(const graph_event&) noexcept = default;
+  graph_event& operator=(graph_event&&) noexcept = default;
+
+  const task<>& handle() const noexcept {
+    if (const task_event* event = std::get_if<1>(&handle_)) return *event;
+    return *std::get_if<0>(&handle_);
+  }
+  task_event* as_event() noexcept { return std::get_if<1>(&handle_); }
+
+  // A task_event can be triggered and given prerequisites; a graph task's handle cannot.
+  std::variant<task<>, task_event> handle_;
+};
+
+// graph_event_ref is Unreal's FGraphEventRef: a copyable, reference-counted pointer to a
+// graph event (empty by default). `ref->wait()`, `if (ref)`, `ref.get_reference()`.
+class graph_event_ref {
+ public:
+  graph_event_ref() noexcept = default;
+  graph_event_ref(std::nullptr_t) noexcept {}  // NOLINT: implicit, as FGraphEventRef's
+
+  // graph_event_ref(task) makes any magpie task (or task_event) a graph event.
+  explicit graph_event_ref(task<> completion) noexcept : event_(std::move(completion)) {}
+  explicit graph_event_ref(task_event event) noexcept : event_(std::move(event)) {}
+
+  // operator-> reaches the event; on an empty reference it reaches an empty event, whose
+  // queries say "complete" and whose operations are reported.
+  graph_event* operator->() const noexcept { return const_cast<graph_event*>(&event_); }
+  graph_event& operator*() const noexcept { return const_cast<graph_event&>(event_); }
+
+  // get_reference is the event, or nullptr for an empty reference.
+  graph_event* get_reference() const noexcept { return is_valid() ? operator->() : nullptr; }
+
+  // is_valid says whether the reference names an event.
+  bool is_valid() const noexcept { return event_.handle().is_valid(); }
+  explicit operator bool() const noexcept { return is_valid(); }
+
+  // safe_release empties the reference.
+  void safe_release() noexcept { event_ = graph_event(); }
+
+  // A graph_event_ref is a task handle: a prerequisite, or a range element for wait_all.
+  operator const task<>&() const noexcept { return event_.handle(); }  // NOLINT: implicit on purpose
+
+  friend bool operator==(const graph_event_ref& a, const graph_event_ref& b) noexcept {
+    return static_cast<const task<>&>(a) == static_cast<const task<>&>(b);
+  }
+  friend bool operator==(const graph_event_ref& a, std::nullptr_t) noexcept { return !a.is_valid(); }
+
+ private:
+  graph_event event_;
+};
+
+// graph_event_array is Unreal's FGraphEventArray: a small vector of graph_event_ref that
+// keeps up to four inline. It is a range of task handles, so it serves as prerequisites
+// of magpie::launch as well.
+class graph_event_array {
+ public:
+  using value_type = graph_event_ref;
+  using iterator = graph_event_ref*;
+  using const_iterator = const graph_event_ref*;
+
+  graph_event_array() noexcept = default;
+  graph_event_array(std::initializer_list<graph_event_ref> events) {
+    for (const graph_event_ref& each : events) add(each);
+  }
+  graph_event_array(const graph_event_array&) = default;
+  graph_event_array& operator=(const graph_event_array&) = default;
+  graph_event_array(graph_event_array&& other) noexcept
+      : inline_(std::move(other.inline_)), spilled_(std::move(other.spilled_)), size_(std::exchange(other.size_, 0)) {
+    other.spilled_.clear();
+  }
+  graph_event_array& operator=(graph_event_array&& other) noexcept {
+    inline_ = std::move(other.inline_);
+    spilled_ = std::move(other.spilled_);
+    size_ = std::exchange(other.size_, 0);
+    other.spilled_.clear();
+    return *this;
+  }
+
+  // add appends an event (Unreal's Add); push_back and emplace_back are the same.
+  void add(graph_event_ref event) {
+    if (spilled_.empty() && size_ < inline_.size()) {
+      inline_[size_++] = std::move(event);
+      return;
+    }
+    if (spilled_.empty()) {
+      spilled_.reserve(inline_.size() * 2);
+      for (graph_event_ref& each : inline_) spilled_.push_back(std::exchange(each, graph_event_ref()));
+    }
+    spilled_.push_back(std::move(event));
+    ++size_;
+  }
+  void push_back(graph_event_ref event) { add(std::move(event)); }
+  template <class... A>
+  graph_event_ref& emplace_back(A&&... args) {
+    add(graph_event_ref(std::forward<A>(args)...));
+    return data()[size_ - 1];
+  }
+
+  // num is the number of events (Unreal's Num); size is the same.
+  std::size_t num() const noexcept { return size_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  // reset empties the array (Unreal's Reset); clear is the same.
+  void reset() noexcept {
+    for (graph_event_ref& each : inline_) each.safe_release();
+    spilled_.clear();
+    size_ = 0;
+  }
+  void clear() noexcept { reset(); }
+
+  graph_event_ref& operator[](std::size_t index) noexcept { return data()[index]; }
+  const graph_event_ref& operator[](std::size_t index) const noexcept { return data()[index]; }
+  graph_event_ref* data() noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
+  const graph_event_ref* data() const noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
+  iterator begin() noexcept { return data(); }
+  iterator end() noexcept { return data() + size_; }
+  const_iterator begin() const noexcept { return data(); }
+  const_iterator end() const noexcept { return data() + size_; }
+
+ private:
+  std::array<graph_event_ref, 4> inline_;
+  std::vector<graph_event_ref> spilled_;  // all of them, once more than four were added
+  std::size_t size_ = 0;
+};
+
+}  // namespace magpie::taskgraph
