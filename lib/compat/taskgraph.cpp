@@ -191,7 +191,6 @@ void task_graph_interface::wait_until_tasks_complete(const graph_event_array& ta
 }
 
 void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current) {
-  if (all_complete(tasks)) return;
   std::optional<named_thread> me;
   if (scheduler::current() == pool_) me = scheduler::current_named_thread();
   thread_queue queue = thread_queue::main;
@@ -206,6 +205,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       queue = named_threads::queue_of(current);
     }
   }
+  if (all_complete(tasks)) return;
   // Unreal's return-task pattern: a task on this thread's own queue, behind everything
   // waited for, ends the processing loop, so all of the queue's work runs meanwhile. Not
   // on a queue this thread is already processing (never re-entered), and not without
