@@ -2,6 +2,7 @@
 // Including this header reaches every public header.
 #pragma once
 
+#include <magpie/async.h>
 #include <magpie/config.h>
 #include <magpie/delegate.h>
 #include <magpie/diagnostics.h>
@@ -12,5 +13,7 @@
 #include <magpie/task_event.h>
 #include <magpie/task_group.h>
 #include <magpie/task_memory.h>
+#include <magpie/taskgraph.h>
+#include <magpie/thread_pool.h>
 #include <magpie/timer_manager.h>
 #include <magpie/wait.h>
