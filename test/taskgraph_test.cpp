@@ -699,17 +699,16 @@ TEST_CASE("taskgraph: a return_graph_task ends process_thread_until_request_retu
       pool.detach();
     });
     while (!attached.load()) std::this_thread::yield();
-    graph_event_array commands;
-    for (int i = 0; i < 20; ++i) {
-      commands.add(pool.launch("make", [&] {
-                         return function_graph_task::create_and_dispatch_when_ready(
-                             [&, i] {
-                               if (rendered.load() == i && std::this_thread::get_id() == render_id) ++rendered;
-                             },
-                             "command", nullptr, named_threads::actual_rendering_thread);
-                       }).get_result());
-    }
+    // One producer sends the commands (FIFO per producer), then the return task behind them.
     pool.launch("make", [&] {
+          graph_event_array commands;
+          for (int i = 0; i < 20; ++i) {
+            commands.add(function_graph_task::create_and_dispatch_when_ready(
+                [&, i] {
+                  if (rendered.load() == i && std::this_thread::get_id() == render_id) ++rendered;
+                },
+                "command", nullptr, named_threads::actual_rendering_thread));
+          }
           graph_task<return_graph_task>::create_task(&commands).construct_and_dispatch_when_ready(
               named_threads::actual_rendering_thread);
         })

@@ -171,6 +171,11 @@ class graph_event_array {
     return data()[size_ - 1];
   }
 
+  // reserve makes room for `count` events, so that adding them allocates once at most.
+  void reserve(std::size_t count) {
+    if (count > inline_.size()) spilled_.reserve(count);
+  }
+
   // num is the number of events (Unreal's Num); size is the same.
   std::size_t num() const noexcept { return size_; }
   std::size_t size() const noexcept { return size_; }
