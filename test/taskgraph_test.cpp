@@ -500,13 +500,17 @@ TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal
     std::atomic<int> queued_before_ran{0};
     graph_event_ref queued_before = function_graph_task::create_and_dispatch_when_ready(
         [&] { ++queued_before_ran; }, "queued before", nullptr, named_threads::game_thread);
+    std::atomic<bool> started{false};
     graph_event_ref worker_task = function_graph_task::create_and_dispatch_when_ready([&] {
+      started = true;
       graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
           [&] { game_part_ran = true; }, "game part", nullptr, named_threads::game_thread);
       graph_event_array wait_for{on_game};
       // A worker's wait retracts and helps; the game thread pumps its queue meanwhile.
       task_graph_interface::get().wait_until_tasks_complete(wait_for);
     });
+    // Started on a worker, so the game thread's wait cannot retract it and must pump.
+    while (!started.load()) std::this_thread::yield();
     CHECK(graph.get_current_thread_if_known() == named_threads::game_thread);
     graph.wait_until_task_completes(worker_task, named_threads::game_thread);
     CHECK(worker_task->is_complete());
@@ -808,7 +812,7 @@ TEST_CASE("taskgraph stress: a chain of 100,000 graph events completes without d
   CHECK(previous->is_complete());
 }
 
-TEST_CASE("taskgraph stress: game-thread tasks sent from workers while the game thread waits run there, in order" *
+TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in the order each sent them" *
           doctest::test_suite("stress")) {
   for (int round = 0; round < test::stress_repeat(); ++round) {
     no_leaks leaks;
@@ -819,23 +823,28 @@ TEST_CASE("taskgraph stress: game-thread tasks sent from workers while the game 
     constexpr int per_sender = 500;
     std::vector<int> last(senders, -1);
     int out_of_order = 0;
-    graph_event_array workers;
+    std::vector<graph_event_array> sent(senders);
+    graph_event_array sending;
     for (int s = 0; s < senders; ++s) {
-      workers.add(function_graph_task::create_and_dispatch_when_ready([&, s] {
-        graph_event_array sent;
+      sending.add(function_graph_task::create_and_dispatch_when_ready([&, s] {
         for (int i = 0; i < per_sender; ++i) {
-          sent.add(function_graph_task::create_and_dispatch_when_ready(
+          sent[static_cast<std::size_t>(s)].add(function_graph_task::create_and_dispatch_when_ready(
               [&, s, i] {
                 if (last[static_cast<std::size_t>(s)] != i - 1) ++out_of_order;
                 last[static_cast<std::size_t>(s)] = i;
               },
               "on game", nullptr, named_threads::game_thread));
         }
-        graph_event_ref self = graph_event_ref(this_task());
-        for (auto& each : sent) self->dont_complete_until(each);
       }));
     }
-    graph.wait_until_tasks_complete(workers, named_threads::game_thread);
+    // The game thread pumps its queue while senders run (or runs a sender itself), then
+    // waits for every command, each sender's in the order sent.
+    graph.wait_until_tasks_complete(sending, named_threads::game_thread);
+    graph_event_array all;
+    for (auto& each : sent) {
+      for (auto& command : each) all.add(command);
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
     CHECK(out_of_order == 0);
     for (int s = 0; s < senders; ++s) CHECK(last[static_cast<std::size_t>(s)] == per_sender - 1);
   }

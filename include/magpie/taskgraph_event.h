@@ -10,7 +10,7 @@
 //
 // A graph event *is* a magpie task: the event of create_graph_event is a task_event, and the
 // completion event of a graph task is the task running its do_task. So a graph_event_ref
-// converts to `const magpie::task<>&` (use it as a prerequisite of magpie::launch, or in
+// is a `magpie::task<>` (use it as a prerequisite of magpie::launch, or in
 // magpie::wait_all), and as_task() bridges to the native API. Handles are reference
 // counted: an event stays valid, and completed, as long as a graph_event_ref names it.
 #pragma once
@@ -22,8 +22,8 @@
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <utility>
-#include <variant>
 #include <vector>
 
 namespace magpie::taskgraph {
@@ -31,8 +31,9 @@ namespace magpie::taskgraph {
 class graph_event_ref;
 
 // graph_event is what a graph_event_ref points to: a graph event made by
-// create_graph_event, or the completion event of a graph task.
-class graph_event {
+// create_graph_event, or the completion event of a graph task. It is a task handle (a
+// task<>), so it serves as a prerequisite or in magpie::wait_all as it is.
+class graph_event : public task<> {
  public:
   // create_graph_event makes an event that completes when dispatch_subsequents is called
   // (and what dont_complete_until added before it has completed). It belongs to the calling
@@ -54,74 +55,59 @@ class graph_event {
   void dont_complete_until(graph_event_ref other);
 
   // is_complete says whether the event completed (true for an empty reference).
-  bool is_complete() const noexcept { return handle().is_completed(); }
+  bool is_complete() const noexcept { return is_completed(); }
 
-  // wait returns once the event completed. On a named thread it processes that thread's
-  // queue meanwhile, as task_graph_interface::wait_until_task_completes does.
+  // wait returns once the event completed. What has not started runs here first; on a
+  // named thread the wait then processes that thread's queue, as
+  // task_graph_interface::wait_until_task_completes does.
   void wait(named_threads::type current_thread_if_known = named_threads::any_thread);
 
   // as_task is the magpie task behind the event.
-  task<> as_task() const noexcept { return handle(); }
+  task<> as_task() const noexcept { return *this; }
 
-  // name is the event's debug name.
-  const char* name() const noexcept { return handle().name(); }
-
- private:
-  friend class graph_event_ref;
+ protected:
   graph_event() noexcept = default;
-  explicit graph_event(task<> completion) noexcept : handle_(std::in_place_index<0>, std::move(completion)) {}
-  explicit graph_event(task_event event) noexcept : handle_(std::in_place_index<1>, std::move(event)) {}
+  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)) {}
+  explicit graph_event(task_event event) noexcept : task<>(event), event_(std::move(event)) {}
   graph_event(const graph_event&) noexcept = default;
   graph_event(graph_event&&) noexcept = default;
-  graph_event& operator=(const graph_event&) noexcept = default;
+  graph_event& operator=(const graph_event&) = default;
   graph_event& operator=(graph_event&&) noexcept = default;
 
-  const task<>& handle() const noexcept {
-    if (const task_event* event = std::get_if<1>(&handle_)) return *event;
-    return *std::get_if<0>(&handle_);
-  }
-  task_event* as_event() noexcept { return std::get_if<1>(&handle_); }
-
-  // A task_event can be triggered and given prerequisites; a graph task's handle cannot.
-  std::variant<task<>, task_event> handle_;
+ private:
+  // The event's own handle, for the event operations (trigger, prerequisites) a graph
+  // task's completion event has not: engaged only for create_graph_event's events.
+  std::optional<task_event> event_;
 };
 
 // graph_event_ref is Unreal's FGraphEventRef: a copyable, reference-counted pointer to a
 // graph event (empty by default). `ref->wait()`, `if (ref)`, `ref.get_reference()`.
-class graph_event_ref {
+class graph_event_ref : public graph_event {
  public:
   graph_event_ref() noexcept = default;
   graph_event_ref(std::nullptr_t) noexcept {}  // NOLINT: implicit, as FGraphEventRef's
 
   // graph_event_ref(task) makes any magpie task (or task_event) a graph event.
-  explicit graph_event_ref(task<> completion) noexcept : event_(std::move(completion)) {}
-  explicit graph_event_ref(task_event event) noexcept : event_(std::move(event)) {}
+  explicit graph_event_ref(task<> completion) noexcept : graph_event(std::move(completion)) {}
+  explicit graph_event_ref(task_event event) noexcept : graph_event(std::move(event)) {}
 
   // operator-> reaches the event; on an empty reference it reaches an empty event, whose
   // queries say "complete" and whose operations are reported.
-  graph_event* operator->() const noexcept { return const_cast<graph_event*>(&event_); }
-  graph_event& operator*() const noexcept { return const_cast<graph_event&>(event_); }
+  graph_event* operator->() const noexcept { return const_cast<graph_event_ref*>(this); }
+  graph_event& operator*() const noexcept { return *operator->(); }
 
   // get_reference is the event, or nullptr for an empty reference.
   graph_event* get_reference() const noexcept { return is_valid() ? operator->() : nullptr; }
 
-  // is_valid says whether the reference names an event.
-  bool is_valid() const noexcept { return event_.handle().is_valid(); }
   explicit operator bool() const noexcept { return is_valid(); }
 
   // safe_release empties the reference.
-  void safe_release() noexcept { event_ = graph_event(); }
-
-  // A graph_event_ref is a task handle: a prerequisite, or a range element for wait_all.
-  operator const task<>&() const noexcept { return event_.handle(); }  // NOLINT: implicit on purpose
+  void safe_release() noexcept { *this = graph_event_ref(); }
 
   friend bool operator==(const graph_event_ref& a, const graph_event_ref& b) noexcept {
     return static_cast<const task<>&>(a) == static_cast<const task<>&>(b);
   }
   friend bool operator==(const graph_event_ref& a, std::nullptr_t) noexcept { return !a.is_valid(); }
-
- private:
-  graph_event event_;
 };
 
 // graph_event_array is Unreal's FGraphEventArray: a small vector of graph_event_ref that

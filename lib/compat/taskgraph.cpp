@@ -8,6 +8,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace magpie::taskgraph {
 
@@ -80,11 +81,11 @@ named_threads::type current_thread_for_worker() noexcept {
 graph_event_ref graph_event::create_graph_event() { return graph_event_ref(task_event("graph_event")); }
 
 void graph_event::dispatch_subsequents() {
-  if (task_event* event = as_event()) {
-    event->trigger();
+  if (event_) {
+    event_->trigger();
     return;
   }
-  if (!handle().is_valid()) {
+  if (!is_valid()) {
     report_taskgraph_misuse("dispatch_subsequents on an empty graph_event_ref; ignored");
     return;
   }
@@ -95,17 +96,17 @@ void graph_event::dispatch_subsequents() {
 void graph_event::dispatch_subsequents(named_threads::type) { dispatch_subsequents(); }
 
 void graph_event::dont_complete_until(graph_event_ref other) {
-  if (!handle().is_valid()) {
+  if (!is_valid()) {
     report_taskgraph_misuse("dont_complete_until on an empty graph_event_ref; ignored");
     return;
   }
   if (!other.is_valid()) return;  // nothing to wait for
-  if (is_in_task() && handle() == this_task()) {
+  if (is_in_task() && static_cast<const task<>&>(*this) == this_task()) {
     add_nested(other);
     return;
   }
-  if (task_event* event = as_event()) {
-    event->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
+  if (event_) {
+    event_->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
     return;
   }
   report_taskgraph_misuse(std::string("dont_complete_until on graph task '") + name() +
@@ -113,9 +114,15 @@ void graph_event::dont_complete_until(graph_event_ref other) {
 }
 
 void graph_event::wait(named_threads::type current_thread_if_known) {
+  if (is_completed()) return;
+  // The common call, from a thread that names none: retraction, then magpie's wait.
+  if (current_thread_if_known == named_threads::any_thread && !scheduler::current_named_thread()) {
+    task<>::wait();
+    return;
+  }
   scheduler* mine = scheduler::current();
   task_graph_interface here(mine != nullptr ? *mine : default_scheduler());
-  here.wait_until_task_completes(graph_event_ref(handle()), current_thread_if_known);
+  here.wait_until_task_completes(graph_event_ref(as_task()), current_thread_if_known);
 }
 
 void return_graph_task::do_task(named_threads::type current_thread, const graph_event_ref&) {
@@ -191,16 +198,19 @@ void task_graph_interface::wait_until_tasks_complete(const graph_event_array& ta
 }
 
 void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current) {
-  std::optional<named_thread> me;
-  if (scheduler::current() == pool_) me = scheduler::current_named_thread();
+  // The named thread the caller is of this interface's scheduler, if any.
+  std::optional<named_thread> attached;
+  if (scheduler::current() == pool_) attached = scheduler::current_named_thread();
+  bool named = attached.has_value();
+  named_thread thread = attached.value_or(named_thread::game);  // used only when `named`
   thread_queue queue = thread_queue::main;
   named_threads::type index = named_threads::get_thread_index(current);
   if (index != named_threads::any_thread) {
-    if (!me || named_threads::from_named_thread(*me) != index) {
+    if (!named || named_threads::from_named_thread(thread) != index) {
       report_taskgraph_misuse("wait_until_tasks_complete(" + thread_name(current) +
-                    ") called on a thread that is not that named thread of this scheduler; "
-                    "waiting without processing its queue");
-      me.reset();
+                              ") called on a thread that is not that named thread of this scheduler; "
+                              "waiting without processing its queue");
+      named = false;
     } else {
       queue = named_threads::queue_of(current);
     }
@@ -212,13 +222,25 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // workers, where nobody else would run what the return task waits for: there the wait
   // retracts it instead.
   bool has_workers = pool_->worker_count() + pool_->background_worker_count() > 0;
-  if (me && has_workers && !pool_->is_processing(*me, queue)) {
+  if (named && has_workers && !pool_->is_processing(thread, queue)) {
+    // Retraction first, as Unreal's wait does: what has not started runs here, in the
+    // order given (tasks one producer sent to this thread, waited for in the order sent,
+    // run in that order), so only what others are running is left to wait for.
+    std::vector<task<>> pending;
+    for (const graph_event_ref& each : tasks) {
+      const task<>& one = each;
+      if (!one.try_retract_and_execute() || !one.is_completed()) pending.push_back(one);
+    }
+    if (pending.empty()) return;
     scheduler* pool = pool_;
-    named_thread thread = *me;
     task<> returner = pool_->launch("return_graph_task", [pool, thread, queue] { pool->request_return(thread, queue); },
-                                    tasks, on_thread(thread, queue, true));
+                                    pending, on_thread(thread, queue, true));
     // A return requested earlier by someone else ends a round early: go on until ours ran.
     while (!returner.is_completed()) pool_->process_until_request_return(thread, queue);
+    return;
+  }
+  if (tasks.size() == 1) {
+    tasks[0].task<>::wait();  // through the caller's own handle
     return;
   }
   magpie::wait_all(tasks);
