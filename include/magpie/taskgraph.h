@@ -87,8 +87,9 @@ class object_slot<T, false> {
 };
 
 // graph_task_body is the body of the magpie task a graph task runs as: T itself (destroyed
-// with the body, after do_task and before completion, as Unreal destroys it), the thread
-// do_task is told it runs on, and for a held task the graph_task the user unlocks.
+// with the body, after do_task and before completion, as Unreal destroys it) and the thread
+// do_task is told it runs on. T's pointer and the thread fit the 16 bytes a task keeps in
+// its one cache line.
 template <class T>
 class graph_task_body {
  public:
@@ -97,7 +98,6 @@ class graph_task_body {
 
   T& object() noexcept { return slot_.get(); }
   void set_run_as(named_threads::type run_as) noexcept { run_as_ = run_as; }
-  void hold(std::unique_ptr<graph_task<T>> held) noexcept { held_ = std::move(held); }
 
   void operator()() {
     named_threads::type current = run_as_ != named_threads::any_thread ? run_as_ : current_thread_for_worker();
@@ -112,6 +112,17 @@ class graph_task_body {
  private:
   object_slot<T> slot_;
   named_threads::type run_as_ = named_threads::any_thread;
+};
+
+// held_graph_task_body is the body of a task made by construct_and_hold: it also owns the
+// graph_task the user unlocks, which goes with the body once the task has run.
+template <class T>
+class held_graph_task_body : public graph_task_body<T> {
+ public:
+  held_graph_task_body(graph_task_body<T>&& body, std::unique_ptr<graph_task<T>> held) noexcept
+      : graph_task_body<T>(std::move(body)), held_(std::move(held)) {}
+
+ private:
   std::unique_ptr<graph_task<T>> held_;
 };
 
@@ -170,8 +181,9 @@ class graph_task {
       auto held = std::unique_ptr<graph_task>(new graph_task(name));
       if (prerequisites_ != nullptr) held->gate_.add_prerequisites(*prerequisites_);
       graph_task* result = held.get();
-      body.hold(std::move(held));  // the body owns it: it goes when the task has run
-      result->completion_ = magpie::launch(name, std::move(body), result->gate_, placement_for(desired, "graph_task"));
+      // The body owns the graph_task: it goes when the task has run.
+      internal::held_graph_task_body<T> owning(std::move(body), std::move(held));
+      result->completion_ = magpie::launch(name, std::move(owning), result->gate_, placement_for(desired, "graph_task"));
       return result;
     }
 

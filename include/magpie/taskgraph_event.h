@@ -169,7 +169,9 @@ class graph_event_array {
 
   // reset empties the array (Unreal's Reset); clear is the same.
   void reset() noexcept {
-    for (graph_event_ref& each : inline_) each.safe_release();
+    if (spilled_.empty()) {
+      for (std::size_t i = 0; i < size_; ++i) inline_[i].safe_release();
+    }
     spilled_.clear();
     size_ = 0;
   }

@@ -115,10 +115,14 @@ void graph_event::dont_complete_until(graph_event_ref other) {
 
 void graph_event::wait(named_threads::type current_thread_if_known) {
   if (is_completed()) return;
-  // The common call, from a thread that names none: retraction, then magpie's wait.
-  if (current_thread_if_known == named_threads::any_thread && !scheduler::current_named_thread()) {
-    task<>::wait();
-    return;
+  if (current_thread_if_known == named_threads::any_thread) {
+    // Retraction first, through this handle, as every wait here begins; from a thread that
+    // names none, magpie's wait does the rest.
+    if (try_retract_and_execute() && is_completed()) return;
+    if (!scheduler::current_named_thread()) {
+      task<>::wait();
+      return;
+    }
   }
   scheduler* mine = scheduler::current();
   task_graph_interface here(mine != nullptr ? *mine : default_scheduler());
