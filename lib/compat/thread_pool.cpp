@@ -1,6 +1,7 @@
 // The queued thread pool: Unreal's FQueuedThreadPool on threads of its own. One mutex
 // guards the priority queues (retraction removes from the middle); idle threads park on an
-// epoch counter with std::atomic::wait, so an idle pool makes no system calls at all.
+// epoch counter with std::atomic::wait, so an idle pool makes no system calls at all, and a
+// busy one none either: producers touch the epoch only when a thread is idle.
 #include <magpie/diagnostics.h>
 #include <magpie/thread_pool.h>
 
@@ -32,9 +33,12 @@ struct queued_thread_pool::state {
   std::vector<pthread_t> threads;
   std::string name;
 
-  // wake_epoch changes whenever there is news for parked threads (work, or stop).
+  // wake_epoch changes whenever a parked thread has news (work, or stop); idle counts the
+  // threads that found the queues empty and are parking or parked. A thread counts itself
+  // idle under the mutex before it parks, so a producer that pushes under the mutex and
+  // sees nobody idle need not touch the epoch: the consumers will find its work.
   std::atomic<std::uint32_t> wake_epoch{0};
-  std::atomic<unsigned> idle{0};
+  unsigned idle = 0;  // guarded by mutex
 
   queued_work* pop_highest() {
     for (auto& queue : queues) {
@@ -47,12 +51,9 @@ struct queued_thread_pool::state {
     return nullptr;
   }
 
-  // wake tells parked threads there is news. The epoch bump and the idle load are seq_cst,
-  // as are a parking thread's idle increment and its wait's load of the epoch: either the
-  // parker sees the new epoch (and does not sleep) or this sees it idle (and wakes it).
+  // wake moves the epoch on and wakes one parked thread, or all of them.
   void wake(bool everyone) {
-    wake_epoch.fetch_add(1);
-    if (idle.load() == 0) return;
+    wake_epoch.fetch_add(1, std::memory_order_release);  // release: pairs with the acquire load of a parking thread
     if (everyone) {
       wake_epoch.notify_all();
     } else {
@@ -68,17 +69,20 @@ struct queued_thread_pool::state {
         std::lock_guard lock(mutex);
         if (stopping) return;
         work = pop_highest();
-        // relaxed: read under the mutex; a producer bumps it after its push, so the mutex
-        // orders this read before that bump, and the wait below sees a different value
-        epoch = wake_epoch.load(std::memory_order_relaxed);
+        if (work == nullptr) {
+          ++idle;
+          // acquire: pairs with wake's release; read under the mutex, before any producer
+          // that finds this thread idle can move the epoch on
+          epoch = wake_epoch.load(std::memory_order_acquire);
+        }
       }
       if (work != nullptr) {
         work->do_threaded_work();
         continue;
       }
-      idle.fetch_add(1);
-      wake_epoch.wait(epoch);
-      idle.fetch_sub(1);
+      wake_epoch.wait(epoch, std::memory_order_acquire);  // acquire: pairs with wake's release
+      std::lock_guard lock(mutex);
+      --idle;
     }
   }
 
@@ -162,6 +166,7 @@ void queued_thread_pool::add_queued_work(queued_work* work, queued_work_priority
   }
   auto index = static_cast<std::size_t>(priority);
   bool accepted = false;
+  bool someone_idle = false;
   bool never_created = false;
   {
     std::lock_guard lock(state_->mutex);
@@ -169,12 +174,13 @@ void queued_thread_pool::add_queued_work(queued_work* work, queued_work_priority
     if (state_->running) {
       state_->queues[index].push_back(work);
       accepted = true;
+      someone_idle = state_->idle > 0;
     } else {
       never_created = !state_->stopping;
     }
   }
   if (accepted) {
-    state_->wake(false);
+    if (someone_idle) state_->wake(false);
     return;
   }
   if (never_created) {
@@ -200,7 +206,10 @@ unsigned queued_thread_pool::get_num_threads() const {
   return static_cast<unsigned>(state_->threads.size());
 }
 
-unsigned queued_thread_pool::get_num_idle_threads() const { return state_->idle.load(); }
+unsigned queued_thread_pool::get_num_idle_threads() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->idle;
+}
 
 queued_thread_pool& global_queued_thread_pool() {
   static queued_thread_pool* global = [] {
