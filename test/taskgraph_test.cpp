@@ -206,6 +206,38 @@ TEST_CASE("taskgraph: a graph task runs once after its prerequisites, told it ru
   }
 }
 
+TEST_CASE("taskgraph: the completion event do_task is handed can be kept past the task") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    graph_event_ref kept;
+    graph_event_ref returned = pool.launch("make", [&] {
+                                     return function_graph_task::create_and_dispatch_when_ready(
+                                         [&](named_threads::type, const graph_event_ref& self) { kept = self; }, "keeps");
+                                   }).get_result();
+    returned->wait();
+    CHECK(kept == returned);
+    CHECK(kept->is_complete());
+    CHECK(std::string(kept->name()) == "keeps");
+    returned.safe_release();
+    CHECK(kept->is_complete());  // the kept copy holds the task on its own
+    // Dropped at once by its maker, the task still hands out a usable self.
+    std::atomic<bool> ran{false};
+    pool.launch("make", [&] {
+          (void)function_graph_task::create_and_dispatch_when_ready([&](named_threads::type, const graph_event_ref& self) {
+            kept = self;
+            ran = true;
+          });
+        })
+        .wait();
+    while (!ran.load()) pool.try_run_one();
+    kept->wait();
+    CHECK(kept->is_complete());
+    kept.safe_release();
+  }
+}
+
 TEST_CASE("taskgraph: graph tasks for a named thread run there, FIFO, high first, told their thread and queue") {
   no_leaks leaks;
   scheduler pool(test::options_with(2));

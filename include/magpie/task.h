@@ -113,6 +113,13 @@ class task<void> {
  protected:
   explicit task(detail::task_base* adopted) noexcept : base_(adopted) {}
 
+  // borrow_running makes `into` (empty) name the task whose body the calling thread runs,
+  // without a reference of its own; forget_borrowed empties it again without dropping one.
+  // For layers that hand a running body a handle to itself for the length of a call
+  // (copies made meanwhile are ordinary handles). See this_task() for a handle to keep.
+  static void borrow_running(task& into) noexcept { into.base_ = detail::current_task(); }
+  static void forget_borrowed(task& borrowed) noexcept { borrowed.base_ = nullptr; }
+
   void check_valid(const char* operation) const {
     if (base_ != nullptr) return;
     detail::report_invalid(operation);

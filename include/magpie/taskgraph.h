@@ -104,8 +104,8 @@ class graph_task_body {
     if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) {
       slot_.get().do_task(current, graph_event_ref());
     } else {
-      const graph_event_ref self(this_task());
-      slot_.get().do_task(current, self);
+      const graph_event_ref::running_task_ref self;
+      slot_.get().do_task(current, self.get());
     }
   }
 
@@ -249,8 +249,8 @@ struct function_graph_task {
                     "function_graph_task takes void() or void(named_threads::type, const graph_event_ref&)");
       named_threads::type run_as = internal::run_as(desired_thread);
       auto body = [function = std::forward<F>(function), run_as]() mutable {
-        const graph_event_ref self(this_task());
-        function(run_as != named_threads::any_thread ? run_as : internal::current_thread_for_worker(), self);
+        const graph_event_ref::running_task_ref self;
+        function(run_as != named_threads::any_thread ? run_as : internal::current_thread_for_worker(), self.get());
       };
       return graph_event_ref(internal::launch_graph_body(name, std::move(body), prerequisites, where));
     }

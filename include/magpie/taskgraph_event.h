@@ -104,10 +104,36 @@ class graph_event_ref : public graph_event {
   // safe_release empties the reference.
   void safe_release() noexcept { *this = graph_event_ref(); }
 
+  // running_task_ref is a reference to the task whose body the calling thread runs that
+  // holds no reference count of its own (copies of it do): how a graph task's do_task is
+  // handed its completion event for free. It must not outlive the call it is made for.
+  class running_task_ref;
+
   friend bool operator==(const graph_event_ref& a, const graph_event_ref& b) noexcept {
     return static_cast<const task<>&>(a) == static_cast<const task<>&>(b);
   }
   friend bool operator==(const graph_event_ref& a, std::nullptr_t) noexcept { return !a.is_valid(); }
+};
+
+class graph_event_ref::running_task_ref {
+ public:
+  running_task_ref() noexcept { borrow_running(ref_); }
+  ~running_task_ref() { forget_borrowed(ref_); }
+  running_task_ref(const running_task_ref&) = delete;
+  running_task_ref& operator=(const running_task_ref&) = delete;
+
+  const graph_event_ref& get() const noexcept { return ref_; }
+
+ private:
+  // borrow_running and forget_borrowed are task<>'s, reached through a class derived from it.
+  struct access : graph_event_ref {
+    static void borrow(graph_event_ref& into) noexcept { task<>::borrow_running(into); }
+    static void forget(graph_event_ref& borrowed) noexcept { task<>::forget_borrowed(borrowed); }
+  };
+  static void borrow_running(graph_event_ref& into) noexcept { access::borrow(into); }
+  static void forget_borrowed(graph_event_ref& borrowed) noexcept { access::forget(borrowed); }
+
+  graph_event_ref ref_;
 };
 
 // graph_event_array is Unreal's FGraphEventArray: a small vector of graph_event_ref that
