@@ -51,6 +51,15 @@ TEST_CASE("async: task_graph runs the callable as a task of the calling schedule
     CHECK(where.get() == &pool);  // with no workers, get() runs it here
     CHECK(where.is_valid());
     CHECK(where.get() == &pool);  // get() keeps the future valid
+    if (workers > 0) {
+      // Not waited for (a wait would run it here): a worker runs it.
+      std::thread::id caller = std::this_thread::get_id();
+      future<std::thread::id> ran_on = inside(pool, [] {
+        return async(async_execution::task_graph, [] { return std::this_thread::get_id(); });
+      });
+      while (!ran_on.is_ready()) std::this_thread::yield();
+      CHECK(ran_on.get() != caller);
+    }
   }
 }
 

@@ -552,6 +552,23 @@ TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal
   }
 }
 
+TEST_CASE("taskgraph: a game-thread task the game thread waits for is retracted and runs there at once") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_graph_interface graph(pool);
+  attached_as game(pool, named_thread::game);
+  std::vector<int> order;
+  graph_event_ref first = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(1); }, "first",
+                                                                              nullptr, named_threads::game_thread);
+  graph_event_ref second = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(2); }, "second",
+                                                                               nullptr, named_threads::game_thread);
+  second->wait(named_threads::game_thread);
+  CHECK(order == std::vector<int>{2});  // taken out of the queue and run here
+  CHECK_FALSE(first->is_complete());
+  graph.process_thread_until_idle(named_threads::game_thread);  // the retracted one's queue entry runs nothing
+  CHECK(order == std::vector<int>{2, 1});
+}
+
 TEST_CASE("taskgraph: a wait inside the game thread's own processing never re-enters that queue") {
   for (unsigned workers : {0u, 1u, 2u}) {
     CAPTURE(workers);
