@@ -45,11 +45,6 @@ class graph_task;
 
 namespace internal {
 
-// current_thread_for_worker is what do_task is told when a task for any thread runs: the
-// calling thread's named-thread index if it is attached (a named thread that retracted the
-// task while waiting), else any_thread.
-named_threads::type current_thread_for_worker() noexcept;
-
 // report_misuse reports a misuse of the TaskGraph layer.
 void report_misuse(const char* message);
 
@@ -100,12 +95,11 @@ class graph_task_body {
   void set_run_as(named_threads::type run_as) noexcept { run_as_ = run_as; }
 
   void operator()() {
-    named_threads::type current = run_as_ != named_threads::any_thread ? run_as_ : current_thread_for_worker();
     if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) {
-      slot_.get().do_task(current, graph_event_ref());
+      slot_.get().do_task(run_as_, graph_event_ref());
     } else {
       const graph_event_ref::running_task_ref self;
-      slot_.get().do_task(current, self.get());
+      slot_.get().do_task(run_as_, self.get());
     }
   }
 
@@ -127,7 +121,9 @@ class held_graph_task_body : public graph_task_body<T> {
 };
 
 // run_as is what do_task is told for a task placed by `desired`: the named thread and
-// queue (game_thread_local for the game thread's local queue), or any_thread.
+// queue (game_thread_local for the game thread's local queue), or any_thread for a task
+// for any thread, whichever thread runs it (a worker, or a thread that retracted it): the
+// task was not placed on a named thread, and asking the thread would cost a look-up per run.
 constexpr named_threads::type run_as(named_threads::type desired) noexcept {
   if (named_threads::get_thread_index(desired) == named_threads::any_thread || !named_threads::is_named(desired)) {
     return named_threads::any_thread;
@@ -250,7 +246,7 @@ struct function_graph_task {
       named_threads::type run_as = internal::run_as(desired_thread);
       auto body = [function = std::forward<F>(function), run_as]() mutable {
         const graph_event_ref::running_task_ref self;
-        function(run_as != named_threads::any_thread ? run_as : internal::current_thread_for_worker(), self.get());
+        function(run_as, self.get());
       };
       return graph_event_ref(internal::launch_graph_body(name, std::move(body), prerequisites, where));
     }

@@ -71,11 +71,6 @@ void report_bad_thread(named_threads::type desired, const char* operation) {
 
 void report_misuse(const char* message) { report_taskgraph_misuse(message); }
 
-named_threads::type current_thread_for_worker() noexcept {
-  std::optional<named_thread> named = scheduler::current_named_thread();
-  return named ? named_threads::from_named_thread(*named) : named_threads::any_thread;
-}
-
 }  // namespace internal
 
 graph_event_ref graph_event::create_graph_event() { return graph_event_ref(task_event("graph_event")); }
