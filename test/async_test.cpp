@@ -161,6 +161,20 @@ TEST_CASE("async: get() repeats, consume() moves the value out and empties the f
   nothing.reset();
 }
 
+TEST_CASE("async: set_value copies an lvalue and moves an rvalue") {
+  no_leaks leaks;
+  promise<std::string> copied;
+  future<std::string> first = copied.get_future();
+  std::string kept = "kept";
+  copied.set_value(kept);
+  CHECK(kept == "kept");
+  CHECK(first.get() == "kept");
+  promise<std::unique_ptr<int>> moved;
+  future<std::unique_ptr<int>> second = moved.get_future();
+  moved.set_value(std::make_unique<int>(5));
+  CHECK(*second.get() == 5);
+}
+
 TEST_CASE("async: timed waits time out on a pending future and succeed once it is set") {
   no_leaks leaks;
   promise<int> pending;

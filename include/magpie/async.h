@@ -258,6 +258,9 @@ struct slot<void> {
 // thread; its future becomes ready, and its continuations run, during the set.
 template <class R>
 class promise {
+  struct no_value {};
+  using value_type = std::conditional_t<std::is_void_v<R>, no_value, R>;
+
  public:
   // promise belongs to the scheduler the free functions use (docs/tasks.md).
   promise() : promise(std::function<void()>()) {}
@@ -308,19 +311,19 @@ class promise {
   }
 
   // set_value sets the value, once (a second set is reported and ignored).
-  template <class V = R>
-    requires(!std::is_void_v<V>)
-  void set_value(const V& value) {
+  void set_value(const value_type& value)
+    requires(!std::is_void_v<R>)
+  {
     emplace_value(value);
   }
-  template <class V = R>
-    requires(!std::is_void_v<V>)
-  void set_value(V&& value) {
+  void set_value(value_type&& value)
+    requires(!std::is_void_v<R>)
+  {
     emplace_value(std::move(value));
   }
-  template <class V = R>
-    requires std::is_void_v<V>
-  void set_value() {
+  void set_value()
+    requires std::is_void_v<R>
+  {
     emplace_value();
   }
 

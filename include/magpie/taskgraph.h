@@ -167,7 +167,8 @@ class graph_task {
     }
 
     // construct_and_hold makes T(args...) but runs it only after unlock() (and the
-    // prerequisites). The returned graph_task is valid until the task has run.
+    // prerequisites). The returned graph_task is valid until the task has run; one never
+    // unlocked never runs and is never freed, as in Unreal.
     template <class... A>
     graph_task* construct_and_hold(A&&... args) {
       internal::graph_task_body<T> body(std::in_place, std::forward<A>(args)...);
