@@ -109,11 +109,11 @@ void graph_event::dont_complete_until(graph_event_ref other) {
 }
 
 void graph_event::wait(named_threads::type current_thread_if_known) {
-  if (is_completed()) return;
   if (current_thread_if_known == named_threads::any_thread) {
     // Retraction first, through this handle, as every wait here begins; from a thread that
-    // names none, magpie's wait does the rest.
-    if (try_retract_and_execute() && is_completed()) return;
+    // names none, magpie's wait does the rest. (A thread named is checked even when the
+    // event is complete: below.)
+    if (is_completed() || (try_retract_and_execute() && is_completed())) return;
     if (!scheduler::current_named_thread()) {
       task<>::wait();
       return;
