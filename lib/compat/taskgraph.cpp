@@ -8,6 +8,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace magpie::taskgraph {
@@ -43,6 +44,10 @@ std::optional<named_thread> named_or_report(named_threads::type thread, const ch
   report_taskgraph_misuse(std::string(operation) + "(" + thread_name(thread) + "): not a named thread; ignored");
   return std::nullopt;
 }
+
+// brief_looks is how many times a named thread's wait looks at what others are running,
+// yielding in between, before it sends itself a return task and processes its queue.
+constexpr int brief_looks = 32;
 
 bool all_complete(std::span<const graph_event_ref> tasks) noexcept {
   for (const graph_event_ref& each : tasks) {
@@ -229,6 +234,12 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     for (const graph_event_ref& each : tasks) {
       const task<>& one = each;
       if (!one.try_retract_and_execute() || !one.is_completed()) pending.push_back(one);
+    }
+    // A brief look before the return task: work a worker is finishing ends the wait without
+    // a wake-up through the queue.
+    for (int look = 0; look < brief_looks && !pending.empty(); ++look) {
+      std::erase_if(pending, [](const task<>& one) { return one.is_completed(); });
+      if (!pending.empty()) std::this_thread::yield();
     }
     if (pending.empty()) return;
     scheduler* pool = pool_;

@@ -33,12 +33,15 @@ struct queued_thread_pool::state {
   std::vector<pthread_t> threads;
   std::string name;
 
-  // wake_epoch changes whenever a parked thread has news (work, or stop); idle counts the
-  // threads that found the queues empty and are parking or parked. A thread counts itself
-  // idle under the mutex before it parks, so a producer that pushes under the mutex and
-  // sees nobody idle need not touch the epoch: the consumers will find its work.
+  // wake_epoch changes whenever a parked thread has news (work, or stop). idle counts the
+  // threads that found the queues empty and are parking or parked; a thread counts itself
+  // idle under the mutex before it parks, so a producer that pushes under the mutex sees it.
+  // At most one wake-up is in flight (wake_pending): producers that find one pending leave
+  // it at that, and the woken thread passes a wake-up on while work and idle threads remain.
+  // So a burst of work costs one futex wake per idle thread, not one per item.
   std::atomic<std::uint32_t> wake_epoch{0};
-  unsigned idle = 0;  // guarded by mutex
+  unsigned idle = 0;          // guarded by mutex
+  bool wake_pending = false;  // guarded by mutex
 
   queued_work* pop_highest() {
     for (auto& queue : queues) {
@@ -49,6 +52,20 @@ struct queued_thread_pool::state {
       }
     }
     return nullptr;
+  }
+
+  bool any_queued() const {
+    for (const auto& queue : queues) {
+      if (!queue.empty()) return true;
+    }
+    return false;
+  }
+
+  // claim_wake says whether the caller (holding the mutex) should wake a parked thread.
+  bool claim_wake() {
+    if (idle == 0 || wake_pending) return false;
+    wake_pending = true;
+    return true;
   }
 
   // wake moves the epoch on and wakes one parked thread, or all of them.
@@ -65,6 +82,7 @@ struct queued_thread_pool::state {
     for (;;) {
       queued_work* work = nullptr;
       std::uint32_t epoch = 0;
+      bool pass_on = false;
       {
         std::lock_guard lock(mutex);
         if (stopping) return;
@@ -74,15 +92,19 @@ struct queued_thread_pool::state {
           // acquire: pairs with wake's release; read under the mutex, before any producer
           // that finds this thread idle can move the epoch on
           epoch = wake_epoch.load(std::memory_order_acquire);
+        } else {
+          pass_on = any_queued() && claim_wake();
         }
       }
       if (work != nullptr) {
+        if (pass_on) wake(false);
         work->do_threaded_work();
         continue;
       }
       wake_epoch.wait(epoch, std::memory_order_acquire);  // acquire: pairs with wake's release
       std::lock_guard lock(mutex);
       --idle;
+      wake_pending = false;  // this thread is up (woken, or it saw the epoch move): others may be woken
     }
   }
 
@@ -174,7 +196,7 @@ void queued_thread_pool::add_queued_work(queued_work* work, queued_work_priority
     if (state_->running) {
       state_->queues[index].push_back(work);
       accepted = true;
-      someone_idle = state_->idle > 0;
+      someone_idle = state_->claim_wake();
     } else {
       never_created = !state_->stopping;
     }
