@@ -358,6 +358,43 @@ TEST_CASE("task: an exception nobody asked about is reported as unhandled, by ta
   CHECK(reports[0].message.find("lost") != std::string::npos);
 }
 
+TEST_CASE("task: this_task hands a body its own handle, and nothing outside task bodies") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    CHECK_FALSE(this_task().is_valid());
+    task<> seen_inside;
+    task<> outer = pool.launch("outer", [&] { seen_inside = this_task(); });
+    outer.wait();
+    CHECK(seen_inside == outer);
+    CHECK(std::string(seen_inside.name()) == "outer");
+    // A handle made inside keeps the task alive after every other handle is gone, and the
+    // task still completes: the completion looks at the handles when it happens.
+    task<> kept;
+    pool.launch("dropped at once", [&] { kept = this_task(); }).wait();
+    CHECK(kept.is_completed());
+    CHECK(std::string(kept.name()) == "dropped at once");
+    seen_inside = {};
+    kept = {};
+    // A fire-and-forget task (its handle dropped at launch) makes a handle to itself and
+    // chains a follower behind it: the follower runs after it.
+    std::atomic<int> order{0};
+    std::atomic<int> follower_saw{-1};
+    task<> follower;
+    std::atomic<bool> follower_set{false};
+    pool.launch("forgotten", [&] {
+      follower = pool.launch("follower", [&] { follower_saw = order.load(); }, this_task());
+      follower_set = true;
+      order = 1;
+    });
+    while (!follower_set.load()) pool.try_run_one();
+    follower.wait();
+    CHECK(follower_saw.load() == 1);
+    follower = {};
+  }
+}
+
 TEST_CASE("task: make_completed_task is completed at once") {
   no_leaks leaks;
   task<int> ready = make_completed_task(5);

@@ -83,13 +83,13 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 started=$SECONDS
-workloads=(scheduler tasks fork_join graph timers tick)
+workloads=(scheduler tasks fork_join graph timers tick taskgraph)
 [ ${#only[@]} -gt 0 ] && workloads=("${only[@]}")
 # Round by round, every system of a workload takes its turn: a slow spell of a shared host
 # then costs one round of whichever systems ran in it, and the table's median round drops it.
 for workload in "${workloads[@]}"; do
   for ((round = 1; round <= rounds; round++)); do
-    for system in magpie tbb taskflow omp heap serial; do
+    for system in magpie tbb taskflow omp heap std serial; do
       binary="$dir/bench/bench_${workload}_${system}"
       [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
       [ -x "$binary" ] || continue

@@ -114,6 +114,13 @@ class task<void> {
  protected:
   explicit task(detail::task_base* adopted) noexcept : base_(adopted) {}
 
+  // borrow_running makes `into` (empty) name the task whose body the calling thread runs,
+  // without a reference of its own; forget_borrowed empties it again without dropping one.
+  // For layers that hand a running body a handle to itself for the length of a call
+  // (copies made meanwhile are ordinary handles). See this_task() for a handle to keep.
+  static void borrow_running(task& into) noexcept { into.base_ = detail::current_task(); }
+  static void forget_borrowed(task& borrowed) noexcept { borrowed.base_ = nullptr; }
+
   void check_valid(const char* operation) const {
     if (base_ != nullptr) return;
     detail::report_invalid(operation);
@@ -372,5 +379,16 @@ task<std::decay_t<T>> make_completed_task(T&& value) {
 
 // is_in_task says whether the calling thread is running a task.
 inline bool is_in_task() noexcept { return detail::current_task() != nullptr; }
+
+// this_task is a handle to the task whose body the calling thread is running (the
+// innermost one), or an invalid handle outside task bodies. A body can hand it out as its
+// own completion event (the TaskGraph layer passes it to do_task) or compare it with
+// another handle; waiting on it from inside its own body is reported.
+inline task<> this_task() noexcept {
+  detail::task_base* running = detail::current_task();
+  if (running == nullptr) return {};
+  detail::add_handle(running);
+  return task<>::adopt(running);
+}
 
 }  // namespace magpie

@@ -1,0 +1,459 @@
+// Layer 4 — compatibility: Unreal's Async, TFuture, TSharedFuture and TPromise, built on
+// magpie's task states: a future is a handle to the task that holds its value, and a
+// continuation is an inline task behind it. No mutex per future (Unreal's takes one).
+//
+//   magpie::future<int> size = magpie::async(magpie::async_execution::task_graph, [] { return load(); });
+//   magpie::future<void> shown = std::move(size).next([](int bytes) { show(bytes); });
+//   shown.wait();
+//
+//   magpie::promise<int> answer;
+//   magpie::future<int> later = answer.get_future();
+//   answer.set_value(42);     // continuations of `later` run here, on the setting thread
+//   later.get();              // 42; get() keeps the future valid, consume() empties it
+//
+// Continuations (then, next) run on the thread that completes the value, or at once on the
+// caller if it is already complete; a long chain completes in a loop, not a recursion.
+// then and next empty the future they are called on: one continuation per state. An
+// exception thrown by the callable, a continuation or set_exception is kept: get() and
+// consume() rethrow it, and next passes it down the chain. See docs/porting-from-unreal.md.
+#pragma once
+
+#include <magpie/scheduler.h>
+#include <magpie/task.h>
+#include <magpie/task_event.h>
+#include <magpie/thread_pool.h>
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace magpie {
+
+// async_execution is Unreal's EAsyncExecution: where async runs the callable. task_graph:
+// a task on the workers; task_graph_main_thread: a task on the game thread's queue;
+// thread: a thread of its own; thread_pool: global_queued_thread_pool().
+enum class async_execution { task_graph, task_graph_main_thread, thread, thread_pool };
+
+// broken_promise is the exception a future completes with when its promise was destroyed
+// without a value, or its pool work was abandoned.
+class broken_promise : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+template <class R>
+class future;
+template <class R>
+class shared_future;
+template <class R>
+class promise;
+
+namespace async_internal {
+
+// report_misuse reports a misuse of futures or promises.
+void report_misuse(std::string_view message);
+
+// check_valid reports and throws when `valid` is false (a get or consume on an empty future).
+void check_valid(bool valid, const char* operation);
+
+// relative is how long from now until `deadline`, never negative.
+template <class Clock, class Duration>
+typename Clock::duration relative(std::chrono::time_point<Clock, Duration> deadline) {
+  auto left = std::chrono::duration_cast<typename Clock::duration>(deadline - Clock::now());
+  return left > Clock::duration::zero() ? left : Clock::duration::zero();
+}
+
+// continuation is the body of a then/next task: the state it continues (kept by handle,
+// since prerequisite edges go before a body runs) and the callable. `prior` doubles as the
+// launch's prerequisite: launch reads its prerequisites before it moves the body in.
+template <class R, class F, bool passes_value>
+struct continuation {
+  task<R> prior;
+  F function;
+
+  auto operator()() {
+    if constexpr (!passes_value) {
+      return function(future<R>(std::move(prior)));
+    } else if constexpr (std::is_void_v<R>) {
+      prior.get_result();  // rethrows what went wrong upstream
+      return function();
+    } else {
+      return function(std::move(prior.get_result()));
+    }
+  }
+};
+
+template <class R, class F, bool passes_value>
+future<std::invoke_result_t<continuation<R, std::decay_t<F>, passes_value>&>> chain(task<R> prior, F&& function) {
+  using body = continuation<R, std::decay_t<F>, passes_value>;
+  using out = std::invoke_result_t<body&>;
+  body made{std::move(prior), std::forward<F>(function)};
+  const task<R>& before = made.prior;
+  return future<out>(magpie::launch("future continuation", std::move(made), before, run_inline));
+}
+
+}  // namespace async_internal
+
+// future<R> is Unreal's TFuture<R>: move-only, get() does not empty it.
+template <class R>
+class future {
+  static_assert(!std::is_reference_v<R>, "future<R&> is not supported: use future<R*>");
+
+ public:
+  future() noexcept = default;
+
+  // future(state) makes a future of any magpie task: its result is the future's value.
+  explicit future(task<R> state) noexcept : state_(std::move(state)) {}
+
+  future(future&&) noexcept = default;
+  future& operator=(future&&) noexcept = default;
+  future(const future&) = delete;
+  future& operator=(const future&) = delete;
+
+  // is_valid says whether the future has a state (not default-made, consumed or moved).
+  bool is_valid() const noexcept { return state_.is_valid(); }
+
+  // is_ready says whether the value (or exception) is there; false for an invalid future.
+  bool is_ready() const noexcept { return state_.is_valid() && state_.is_completed(); }
+
+  // wait returns once the future is ready (at once for an invalid future).
+  void wait() const noexcept { state_.wait(); }
+
+  // wait_for returns whether the future became ready within `timeout` (false if invalid).
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) const noexcept {
+    return state_.is_valid() && state_.wait(timeout);
+  }
+
+  // wait_until returns whether the future became ready by `deadline` (false if invalid).
+  template <class Clock, class Duration>
+  bool wait_until(std::chrono::time_point<Clock, Duration> deadline) const noexcept {
+    return wait_for(async_internal::relative(deadline));
+  }
+
+  // get waits, then returns the value (void for future<void>) and keeps the future valid;
+  // rethrows the callable's exception. On an invalid future: reported, throws.
+  decltype(auto) get() const {
+    async_internal::check_valid(is_valid(), "get");
+    if constexpr (std::is_void_v<R>) {
+      state_.get_result();
+    } else {
+      return static_cast<const R&>(state_.get_result());
+    }
+  }
+
+  // get_mutable is get() with a value the caller may change (Unreal's GetMutable).
+  decltype(auto) get_mutable()
+    requires(!std::is_void_v<R>)
+  {
+    async_internal::check_valid(is_valid(), "get_mutable");
+    return static_cast<R&>(state_.get_result());
+  }
+
+  // consume waits, moves the value out and empties the future.
+  R consume() {
+    async_internal::check_valid(is_valid(), "consume");
+    task<R> state = std::move(state_);
+    if constexpr (std::is_void_v<R>) {
+      state.get_result();
+    } else {
+      return std::move(state.get_result());
+    }
+  }
+
+  // share turns the future into a copyable shared_future and empties this one.
+  shared_future<R> share() noexcept { return shared_future<R>(std::move(state_)); }
+
+  // then runs `f(future<R>)` once this future is ready (at once if it is) and returns the
+  // future of its result. Empties this future; on an invalid one it is reported and gives
+  // an invalid future.
+  template <class F>
+  auto then(F&& f) {
+    return continue_with<false>(std::forward<F>(f), "then");
+  }
+
+  // next is then() with the value itself: `f(R)` (or `f()` for future<void>). An exception
+  // upstream skips `f` and reaches the returned future.
+  template <class F>
+  auto next(F&& f) {
+    return continue_with<true>(std::forward<F>(f), "next");
+  }
+
+  // reset empties the future.
+  void reset() noexcept { state_ = task<R>(); }
+
+  // as_task is the magpie task holding the value.
+  const task<R>& as_task() const noexcept { return state_; }
+
+ private:
+  template <bool passes_value, class F>
+  auto continue_with(F&& f, const char* operation) {
+    using result = decltype(async_internal::chain<R, F, passes_value>(std::move(state_), std::forward<F>(f)));
+    if (!is_valid()) {
+      async_internal::report_misuse(std::string("future::") + operation +
+                                    " on an invalid future (a second continuation on one state?); ignored");
+      return result();
+    }
+    return async_internal::chain<R, F, passes_value>(std::move(state_), std::forward<F>(f));
+  }
+
+  task<R> state_;
+};
+
+// shared_future<R> is Unreal's TSharedFuture<R>: copyable; every copy reads the same value.
+template <class R>
+class shared_future {
+ public:
+  shared_future() noexcept = default;
+  explicit shared_future(task<R> state) noexcept : state_(std::move(state)) {}
+
+  bool is_valid() const noexcept { return state_.is_valid(); }
+  bool is_ready() const noexcept { return state_.is_valid() && state_.is_completed(); }
+  void wait() const noexcept { state_.wait(); }
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) const noexcept {
+    return state_.is_valid() && state_.wait(timeout);
+  }
+  template <class Clock, class Duration>
+  bool wait_until(std::chrono::time_point<Clock, Duration> deadline) const noexcept {
+    return wait_for(async_internal::relative(deadline));
+  }
+
+  // get waits and returns the value; rethrows the exception the state holds.
+  decltype(auto) get() const {
+    async_internal::check_valid(is_valid(), "get");
+    if constexpr (std::is_void_v<R>) {
+      state_.get_result();
+    } else {
+      return static_cast<const R&>(state_.get_result());
+    }
+  }
+
+ private:
+  task<R> state_;
+};
+
+namespace async_internal {
+// slot is where a promise puts its value for the task that hands it to the future.
+template <class R>
+struct slot {
+  std::optional<R> value;
+  std::exception_ptr error;
+};
+template <>
+struct slot<void> {
+  std::exception_ptr error;
+};
+}  // namespace async_internal
+
+// promise<R> is Unreal's TPromise<R>: set the value (or an exception) once, from any
+// thread; its future becomes ready, and its continuations run, during the set.
+template <class R>
+class promise {
+  struct no_value {};
+  using value_type = std::conditional_t<std::is_void_v<R>, no_value, R>;
+
+ public:
+  // promise belongs to the scheduler the free functions use (docs/tasks.md).
+  promise() : promise(std::function<void()>()) {}
+
+  // promise(completion_callback) also runs `completion_callback` during set_value /
+  // set_exception, once the value is visible through the future.
+  explicit promise(std::function<void()> completion_callback)
+      : slot_(std::make_shared<async_internal::slot<R>>()), ready_("promise"), callback_(std::move(completion_callback)) {
+    state_ = magpie::launch(
+        "promise value",
+        [slot = slot_]() -> R {
+          if (slot->error) std::rethrow_exception(slot->error);
+          if constexpr (!std::is_void_v<R>) return std::move(*slot->value);
+        },
+        ready_, run_inline);
+  }
+
+  promise(promise&& other) noexcept
+      : slot_(std::move(other.slot_)), ready_(std::move(other.ready_)), state_(std::move(other.state_)),
+        callback_(std::move(other.callback_)), future_taken_(other.future_taken_), set_(other.set_) {}
+  promise& operator=(promise&& other) noexcept {
+    if (this != &other) {
+      break_if_unset();
+      slot_ = std::move(other.slot_);
+      ready_ = std::move(other.ready_);
+      state_ = std::move(other.state_);
+      callback_ = std::move(other.callback_);
+      future_taken_ = other.future_taken_;
+      set_ = other.set_;
+    }
+    return *this;
+  }
+  promise(const promise&) = delete;
+  promise& operator=(const promise&) = delete;
+
+  // ~promise: destroying a promise whose value was never set is a programming error
+  // (reported); its future completes holding broken_promise.
+  ~promise() { break_if_unset(); }
+
+  // get_future hands out the future, once; a second call is reported and gives an invalid one.
+  future<R> get_future() {
+    if (future_taken_ || slot_ == nullptr) {
+      async_internal::report_misuse("promise::get_future called twice (or on a moved-from promise)");
+      return future<R>();
+    }
+    future_taken_ = true;
+    return future<R>(std::move(state_));
+  }
+
+  // set_value sets the value, once (a second set is reported and ignored).
+  void set_value(const value_type& value)
+    requires(!std::is_void_v<R>)
+  {
+    emplace_value(value);
+  }
+  void set_value(value_type&& value)
+    requires(!std::is_void_v<R>)
+  {
+    emplace_value(std::move(value));
+  }
+  void set_value()
+    requires std::is_void_v<R>
+  {
+    emplace_value();
+  }
+
+  // emplace_value constructs the value in place from `args`.
+  template <class... A>
+  void emplace_value(A&&... args) {
+    if (!claim("set_value")) return;
+    if constexpr (!std::is_void_v<R>) slot_->value.emplace(std::forward<A>(args)...);
+    complete(true);
+  }
+
+  // set_exception completes the future with `error` instead of a value.
+  void set_exception(std::exception_ptr error) {
+    if (!claim("set_exception")) return;
+    slot_->error = std::move(error);
+    complete(true);
+  }
+
+ private:
+  bool claim(const char* operation) {
+    if (slot_ == nullptr || set_) {
+      async_internal::report_misuse(std::string("promise::") + operation +
+                                    (set_ ? " on a promise already set; ignored" : " on a moved-from promise; ignored"));
+      return false;
+    }
+    set_ = true;
+    return true;
+  }
+
+  void complete(bool run_callback) {
+    ready_.trigger();  // the value task runs here, inline, and the continuations behind it
+    if (run_callback && callback_) callback_();
+  }
+
+  void break_if_unset() noexcept {
+    if (slot_ == nullptr || set_) return;
+    async_internal::report_misuse("promise destroyed without a value (a broken promise); its future holds broken_promise");
+    set_ = true;
+    slot_->error = std::make_exception_ptr(broken_promise("magpie::promise destroyed without a value"));
+    complete(false);
+  }
+
+  std::shared_ptr<async_internal::slot<R>> slot_;
+  task_event ready_;
+  task<R> state_;
+  std::function<void()> callback_;
+  bool future_taken_ = false;
+  bool set_ = false;
+};
+
+namespace async_internal {
+
+// set_from runs `function` and sets `target` from what it returns or throws.
+template <class R, class F>
+void set_from(promise<R>& target, F& function) {
+  try {
+    if constexpr (std::is_void_v<R>) {
+      function();
+      target.set_value();
+    } else {
+      target.set_value(function());
+    }
+  } catch (...) {
+    target.set_exception(std::current_exception());
+  }
+}
+
+// pool_work runs an async_pool callable on a queued thread pool.
+template <class R, class F>
+class pool_work final : public queued_work {
+ public:
+  pool_work(F function, promise<R> target) : function_(std::move(function)), target_(std::move(target)) {}
+  void do_threaded_work() override {
+    set_from(target_, function_);
+    delete this;
+  }
+  void abandon() override {
+    target_.set_exception(std::make_exception_ptr(broken_promise("async_pool: the pool was destroyed before the work ran")));
+    delete this;
+  }
+
+ private:
+  F function_;
+  promise<R> target_;
+};
+
+}  // namespace async_internal
+
+// async_pool runs `f` on `pool` and returns the future of its result; `completion_callback`
+// runs on the pool thread after the value is set.
+template <class F>
+auto async_pool(queued_thread_pool& pool, F&& f, std::function<void()> completion_callback = {}) {
+  using R = std::invoke_result_t<std::decay_t<F>&>;
+  promise<R> target(std::move(completion_callback));
+  future<R> result = target.get_future();
+  pool.add_queued_work(new async_internal::pool_work<R, std::decay_t<F>>(std::forward<F>(f), std::move(target)));
+  return result;
+}
+
+// async_thread runs `f` on a new thread of its own (detached; it ends when `f` returns).
+template <class F>
+auto async_thread(F&& f, std::function<void()> completion_callback = {}) {
+  using R = std::invoke_result_t<std::decay_t<F>&>;
+  promise<R> target(std::move(completion_callback));
+  future<R> result = target.get_future();
+  std::thread([function = std::decay_t<F>(std::forward<F>(f)), target = std::move(target)]() mutable {
+    async_internal::set_from(target, function);
+  }).detach();
+  return result;
+}
+
+// async runs `f` as `execution` says and returns the future of its result. The task-graph
+// variants are magpie tasks (the free functions' scheduler): `completion_callback` runs as
+// an inline task after the value is set, on the thread that set it.
+template <class F>
+auto async(async_execution execution, F&& f, std::function<void()> completion_callback = {}) {
+  using R = std::invoke_result_t<std::decay_t<F>&>;
+  switch (execution) {
+    case async_execution::thread:
+      return async_thread(std::forward<F>(f), std::move(completion_callback));
+    case async_execution::thread_pool:
+      return async_pool(global_queued_thread_pool(), std::forward<F>(f), std::move(completion_callback));
+    case async_execution::task_graph:
+    case async_execution::task_graph_main_thread:
+      break;
+  }
+  placement where = execution == async_execution::task_graph_main_thread ? on_thread(named_thread::game) : placement();
+  task<R> made = magpie::launch("async", std::forward<F>(f), where);
+  if (completion_callback) (void)magpie::launch("async completion", std::move(completion_callback), made, run_inline);
+  return future<R>(std::move(made));
+}
+
+}  // namespace magpie

@@ -1,0 +1,221 @@
+// Layer 4 — compatibility: Unreal's FGraphEvent, FGraphEventRef and FGraphEventArray over
+// magpie's tasks. Part of <magpie/taskgraph.h>; see docs/porting-from-unreal.md.
+//
+//   using namespace magpie::taskgraph;
+//   graph_event_ref loaded = graph_event::create_graph_event();
+//   graph_event_array before{loaded};
+//   graph_event_ref done = function_graph_task::create_and_dispatch_when_ready([] { ... }, "use", &before);
+//   loaded->dispatch_subsequents();     // the function may run now
+//   done->wait();
+//
+// A graph event *is* a magpie task: the event of create_graph_event is a task_event, and the
+// completion event of a graph task is the task running its do_task. So a graph_event_ref
+// is a `magpie::task<>` (use it as a prerequisite of magpie::launch, or in
+// magpie::wait_all), and as_task() bridges to the native API. Handles are reference
+// counted: an event stays valid, and completed, as long as a graph_event_ref names it.
+#pragma once
+
+#include <magpie/task.h>
+#include <magpie/task_event.h>
+#include <magpie/taskgraph_named_threads.h>
+
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace magpie::taskgraph {
+
+class graph_event_ref;
+
+// graph_event is what a graph_event_ref points to: a graph event made by
+// create_graph_event, or the completion event of a graph task. It is a task handle (a
+// task<>), so it serves as a prerequisite or in magpie::wait_all as it is.
+class graph_event : public task<> {
+ public:
+  // create_graph_event makes an event that completes when dispatch_subsequents is called
+  // (and what dont_complete_until added before it has completed). It belongs to the calling
+  // task's scheduler, else the calling named thread's, else the default scheduler.
+  static graph_event_ref create_graph_event();
+
+  // dispatch_subsequents completes an event made by create_graph_event, letting the tasks
+  // behind it run. Idempotent, any thread. On a graph task's completion event (which
+  // completes by itself when do_task returns) it is reported and ignored.
+  void dispatch_subsequents();
+
+  // dispatch_subsequents(current_thread_if_known) is the same; the thread is only a hint.
+  void dispatch_subsequents(named_threads::type current_thread_if_known);
+
+  // dont_complete_until makes this event complete only after `other` completes. Inside the
+  // do_task of the graph task this event belongs to, the running task waits for `other`
+  // as a nested task (no thread blocks); on an event from create_graph_event not yet
+  // dispatched, `other` becomes one more prerequisite. Anything else is reported.
+  void dont_complete_until(graph_event_ref other);
+
+  // is_complete says whether the event completed (true for an empty reference).
+  bool is_complete() const noexcept { return is_completed(); }
+
+  // wait returns once the event completed. What has not started runs here first; on a
+  // named thread the wait then processes that thread's queue, as
+  // task_graph_interface::wait_until_task_completes does.
+  void wait(named_threads::type current_thread_if_known = named_threads::any_thread);
+
+  // as_task is the magpie task behind the event.
+  task<> as_task() const noexcept { return *this; }
+
+ protected:
+  graph_event() noexcept = default;
+  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)) {}
+  explicit graph_event(task_event event) noexcept : task<>(event), event_(std::move(event)) {}
+  graph_event(const graph_event&) noexcept = default;
+  graph_event(graph_event&&) noexcept = default;
+  graph_event& operator=(const graph_event&) = default;
+  graph_event& operator=(graph_event&&) noexcept = default;
+
+ private:
+  // The event's own handle, for the event operations (trigger, prerequisites) a graph
+  // task's completion event has not: engaged only for create_graph_event's events.
+  std::optional<task_event> event_;
+};
+
+// graph_event_ref is Unreal's FGraphEventRef: a copyable, reference-counted pointer to a
+// graph event (empty by default). `ref->wait()`, `if (ref)`, `ref.get_reference()`.
+class graph_event_ref : public graph_event {
+ public:
+  graph_event_ref() noexcept = default;
+  graph_event_ref(std::nullptr_t) noexcept {}  // NOLINT: implicit, as FGraphEventRef's
+
+  // graph_event_ref(task) makes any magpie task (or task_event) a graph event.
+  explicit graph_event_ref(task<> completion) noexcept : graph_event(std::move(completion)) {}
+  explicit graph_event_ref(task_event event) noexcept : graph_event(std::move(event)) {}
+
+  // operator-> reaches the event; on an empty reference it reaches an empty event, whose
+  // queries say "complete" and whose operations are reported.
+  graph_event* operator->() const noexcept { return const_cast<graph_event_ref*>(this); }
+  graph_event& operator*() const noexcept { return *operator->(); }
+
+  // get_reference is the event, or nullptr for an empty reference.
+  graph_event* get_reference() const noexcept { return is_valid() ? operator->() : nullptr; }
+
+  explicit operator bool() const noexcept { return is_valid(); }
+
+  // safe_release empties the reference.
+  void safe_release() noexcept { *this = graph_event_ref(); }
+
+  // running_task_ref is a reference to the task whose body the calling thread runs that
+  // holds no reference count of its own (copies of it do): how a graph task's do_task is
+  // handed its completion event for free. It must not outlive the call it is made for.
+  class running_task_ref;
+
+  friend bool operator==(const graph_event_ref& a, const graph_event_ref& b) noexcept {
+    return static_cast<const task<>&>(a) == static_cast<const task<>&>(b);
+  }
+  friend bool operator==(const graph_event_ref& a, std::nullptr_t) noexcept { return !a.is_valid(); }
+};
+
+class graph_event_ref::running_task_ref {
+ public:
+  running_task_ref() noexcept { borrow_running(ref_); }
+  ~running_task_ref() { forget_borrowed(ref_); }
+  running_task_ref(const running_task_ref&) = delete;
+  running_task_ref& operator=(const running_task_ref&) = delete;
+
+  const graph_event_ref& get() const noexcept { return ref_; }
+
+ private:
+  // borrow_running and forget_borrowed are task<>'s, reached through a class derived from it.
+  struct access : graph_event_ref {
+    static void borrow(graph_event_ref& into) noexcept { task<>::borrow_running(into); }
+    static void forget(graph_event_ref& borrowed) noexcept { task<>::forget_borrowed(borrowed); }
+  };
+  static void borrow_running(graph_event_ref& into) noexcept { access::borrow(into); }
+  static void forget_borrowed(graph_event_ref& borrowed) noexcept { access::forget(borrowed); }
+
+  graph_event_ref ref_;
+};
+
+// graph_event_array is Unreal's FGraphEventArray: a small vector of graph_event_ref that
+// keeps up to four inline. It is a range of task handles, so it serves as prerequisites
+// of magpie::launch as well.
+class graph_event_array {
+ public:
+  using value_type = graph_event_ref;
+  using iterator = graph_event_ref*;
+  using const_iterator = const graph_event_ref*;
+
+  graph_event_array() noexcept = default;
+  graph_event_array(std::initializer_list<graph_event_ref> events) {
+    for (const graph_event_ref& each : events) add(each);
+  }
+  graph_event_array(const graph_event_array&) = default;
+  graph_event_array& operator=(const graph_event_array&) = default;
+  graph_event_array(graph_event_array&& other) noexcept
+      : inline_(std::move(other.inline_)), spilled_(std::move(other.spilled_)), size_(std::exchange(other.size_, 0)) {
+    other.spilled_.clear();
+  }
+  graph_event_array& operator=(graph_event_array&& other) noexcept {
+    inline_ = std::move(other.inline_);
+    spilled_ = std::move(other.spilled_);
+    size_ = std::exchange(other.size_, 0);
+    other.spilled_.clear();
+    return *this;
+  }
+
+  // add appends an event (Unreal's Add); push_back and emplace_back are the same.
+  void add(graph_event_ref event) {
+    if (spilled_.empty() && size_ < inline_.size()) {
+      inline_[size_++] = std::move(event);
+      return;
+    }
+    if (spilled_.empty()) {
+      spilled_.reserve(inline_.size() * 2);
+      for (graph_event_ref& each : inline_) spilled_.push_back(std::exchange(each, graph_event_ref()));
+    }
+    spilled_.push_back(std::move(event));
+    ++size_;
+  }
+  void push_back(graph_event_ref event) { add(std::move(event)); }
+  template <class... A>
+  graph_event_ref& emplace_back(A&&... args) {
+    add(graph_event_ref(std::forward<A>(args)...));
+    return data()[size_ - 1];
+  }
+
+  // reserve makes room for `count` events, so that adding them allocates once at most.
+  void reserve(std::size_t count) {
+    if (count > inline_.size()) spilled_.reserve(count);
+  }
+
+  // num is the number of events (Unreal's Num); size is the same.
+  std::size_t num() const noexcept { return size_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  // reset empties the array (Unreal's Reset); clear is the same.
+  void reset() noexcept {
+    if (spilled_.empty()) {
+      for (std::size_t i = 0; i < size_; ++i) inline_[i].safe_release();
+    }
+    spilled_.clear();
+    size_ = 0;
+  }
+  void clear() noexcept { reset(); }
+
+  graph_event_ref& operator[](std::size_t index) noexcept { return data()[index]; }
+  const graph_event_ref& operator[](std::size_t index) const noexcept { return data()[index]; }
+  graph_event_ref* data() noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
+  const graph_event_ref* data() const noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
+  iterator begin() noexcept { return data(); }
+  iterator end() noexcept { return data() + size_; }
+  const_iterator begin() const noexcept { return data(); }
+  const_iterator end() const noexcept { return data() + size_; }
+
+ private:
+  std::array<graph_event_ref, 4> inline_;
+  std::vector<graph_event_ref> spilled_;  // all of them, once more than four were added
+  std::size_t size_ = 0;
+};
+
+}  // namespace magpie::taskgraph

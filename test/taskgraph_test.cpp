@@ -1,0 +1,902 @@
+// Suite "taskgraph": Unreal's legacy TaskGraph API on magpie (include/magpie/taskgraph.h):
+// ENamedThreads arithmetic, graph events, graph tasks, function tasks, the interface's
+// named-thread processing and waits, misuse reports; stress cases from Epic's own list.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/taskgraph.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using namespace magpie::taskgraph;
+using test::diagnostic_recorder;
+using test::no_leaks;
+
+namespace {
+
+// attached_as attaches the calling thread for the lifetime of the object.
+struct attached_as {
+  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
+  ~attached_as() { pool_.detach(); }
+  attached_as(const attached_as&) = delete;
+  attached_as& operator=(const attached_as&) = delete;
+  scheduler& pool_;
+};
+
+// help_until runs queued work on this thread until `done()` holds.
+template <class Done>
+void help_until(scheduler& pool, Done done) {
+  while (!done()) {
+    if (!pool.try_run_one()) std::this_thread::yield();
+  }
+}
+
+bool reported(const diagnostic_recorder& recorder, const std::string& part) {
+  for (const auto& each : recorder.reports()) {
+    if (each.message.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// recording_task is a graph task that records where and as what thread it ran.
+struct recording_task {
+  named_threads::type desired;
+  std::atomic<int>* runs;
+  named_threads::type* told = nullptr;
+  std::thread::id* ran_on = nullptr;
+
+  named_threads::type get_desired_thread() const { return desired; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type current, const graph_event_ref& self) {
+    CHECK(self.is_valid());
+    CHECK_FALSE(self->is_complete());
+    if (told != nullptr) *told = current;
+    if (ran_on != nullptr) *ran_on = std::this_thread::get_id();
+    runs->fetch_add(1);
+  }
+};
+
+struct forgotten_task {
+  std::atomic<int>* runs;
+  named_threads::type get_desired_thread() const { return named_threads::any_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::fire_and_forget; }
+  void do_task(named_threads::type, const graph_event_ref& self) {
+    CHECK_FALSE(self.is_valid());
+    runs->fetch_add(1);
+  }
+};
+
+// not_movable checks that T is built in place, as Unreal builds it.
+struct not_movable {
+  explicit not_movable(int* out) : out_(out) {}
+  not_movable(const not_movable&) = delete;
+  not_movable& operator=(const not_movable&) = delete;
+  named_threads::type get_desired_thread() const { return named_threads::any_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type, const graph_event_ref&) { *out_ = 7; }
+  int* out_;
+};
+
+// waits_for_nested adds `nested` to its own completion event from inside do_task.
+struct waits_for_nested {
+  graph_event_ref nested;
+  std::atomic<bool>* body_done;
+  named_threads::type get_desired_thread() const { return named_threads::any_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type, const graph_event_ref& self) {
+    self->dont_complete_until(nested);
+    body_done->store(true);
+  }
+};
+
+struct throwing_task {
+  named_threads::type get_desired_thread() const { return named_threads::any_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type, const graph_event_ref&) { throw std::runtime_error("do_task threw"); }
+};
+
+}  // namespace
+
+TEST_SUITE("taskgraph") {
+
+TEST_CASE("taskgraph: named_threads index, queue and priority bits round-trip as Unreal's") {
+  using nt = named_threads;
+  CHECK(nt::get_thread_index(nt::game_thread_local) == nt::game_thread);
+  CHECK(nt::get_queue_index(nt::game_thread_local) == 1);
+  CHECK(nt::get_queue_index(nt::game_thread) == 0);
+  CHECK(nt::get_thread_index(nt::any_hi_pri_thread_hi_pri_task) == nt::any_thread);
+  CHECK(nt::get_task_priority(nt::any_hi_pri_thread_hi_pri_task) == 1);
+  CHECK(nt::get_task_priority(nt::any_hi_pri_thread_normal_task) == 0);
+  CHECK(nt::get_thread_priority_index(nt::any_background_hi_pri_task) == 2);
+  CHECK(nt::get_thread_priority_index(nt::any_hi_pri_thread_normal_task) == 1);
+  for (std::uint32_t index : {0u, 1u, 2u, 3u, 9u, 15u, 0xffu}) {
+    for (int queue : {0, 1}) {
+      for (int task_priority : {0, 1}) {
+        for (int thread_priority : {0, 1, 2}) {
+          auto t = static_cast<nt::type>(index | (static_cast<std::uint32_t>(queue) << nt::queue_index_shift));
+          t = nt::set_priorities(t, thread_priority, task_priority);
+          CHECK(nt::get_thread_index(t) == static_cast<nt::type>(index));
+          CHECK(nt::get_queue_index(t) == queue);
+          CHECK(nt::get_task_priority(t) == task_priority);
+          CHECK(nt::get_thread_priority_index(t) == thread_priority);
+          CHECK(nt::set_task_priority(t, 0) == (t & ~std::uint32_t{nt::high_task_priority}));
+        }
+      }
+    }
+  }
+  // Unreal's bit values, for code that stores them.
+  CHECK(nt::local_queue == 0x100);
+  CHECK(nt::high_task_priority == 0x200);
+  CHECK(nt::high_thread_priority == 0x400);
+  CHECK(nt::background_thread_priority == 0x800);
+  CHECK(nt::any_background_hi_pri_task == (0xff | 0x800 | 0x200));
+}
+
+TEST_CASE("taskgraph: named threads map onto magpie's, and priorities as Unreal translates them") {
+  using nt = named_threads;
+  CHECK(nt::to_named_thread(nt::game_thread) == named_thread::game);
+  CHECK(nt::to_named_thread(nt::actual_rendering_thread_local) == named_thread::render);
+  CHECK(nt::to_named_thread(nt::rhi_thread) == named_thread::rhi);
+  CHECK(nt::to_named_thread(nt::audio_thread) == named_thread::audio);
+  CHECK(nt::to_named_thread(nt::user_thread(3)) == named_thread::user(3));
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    CHECK(nt::from_named_thread(nt::to_named_thread(static_cast<nt::type>(index))) == static_cast<nt::type>(index));
+  }
+  CHECK(nt::translate_priority(nt::any_hi_pri_thread_normal_task) == priority::high);
+  CHECK(nt::translate_priority(nt::any_hi_pri_thread_hi_pri_task) == priority::high);
+  CHECK(nt::translate_priority(nt::any_normal_thread_normal_task) == priority::normal);
+  CHECK(nt::translate_priority(nt::any_normal_thread_hi_pri_task) == priority::normal);
+  CHECK(nt::translate_priority(nt::any_background_thread_normal_task) == priority::background_normal);
+  CHECK(nt::translate_priority(nt::any_background_hi_pri_task) == priority::background_high);
+  CHECK(nt::translate_priority(nt::any_thread) == priority::normal);
+
+  placement high_local = placement_for(nt::set_task_priority(nt::game_thread_local, 1));
+  placement expected = on_thread(named_thread::game, thread_queue::local, true);
+  CHECK(high_local.target() == expected.target());
+  CHECK(high_local.task_priority() == priority::high);
+  CHECK(placement_for(nt::any_background_hi_pri_task).task_priority() == priority::background_high);
+  CHECK(placement_for(nt::any_background_hi_pri_task).target() == placement().target());
+}
+
+TEST_CASE("taskgraph: the render thread is the game thread until one is set") {
+  CHECK(named_threads::get_render_thread() == named_threads::game_thread);
+  CHECK(named_threads::get_render_thread_local() == named_threads::game_thread_local);
+  named_threads::set_render_thread(named_threads::actual_rendering_thread);
+  CHECK(named_threads::get_render_thread() == named_threads::actual_rendering_thread);
+  CHECK(named_threads::get_render_thread_local() == named_threads::actual_rendering_thread_local);
+  named_threads::set_render_thread(named_threads::game_thread);
+}
+
+TEST_CASE("taskgraph: a graph task runs once after its prerequisites, told it runs on any thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    std::atomic<int> runs{0};
+    named_threads::type told = named_threads::game_thread;
+    graph_event_ref first = graph_event::create_graph_event();
+    graph_event_ref second = graph_event::create_graph_event();
+    graph_event_array before{first, second};
+    graph_event_ref done;
+    {
+      // The free functions use the calling task's scheduler: make them inside one of pool's.
+      pool.launch("make", [&] {
+            done = graph_task<recording_task>::create_task(&before).construct_and_dispatch_when_ready(
+                named_threads::any_thread, &runs, &told);
+          })
+          .wait();
+    }
+    first->dispatch_subsequents();
+    CHECK_FALSE(done->is_complete());
+    CHECK(runs.load() == 0);
+    second->dispatch_subsequents();
+    graph.wait_until_task_completes(done);
+    CHECK(done->is_complete());
+    CHECK(runs.load() == 1);
+    CHECK(told == named_threads::any_thread);
+  }
+}
+
+TEST_CASE("taskgraph: the completion event do_task is handed can be kept past the task") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    graph_event_ref kept;
+    graph_event_ref returned = pool.launch("make", [&] {
+                                     return function_graph_task::create_and_dispatch_when_ready(
+                                         [&](named_threads::type, const graph_event_ref& self) { kept = self; }, "keeps");
+                                   }).get_result();
+    returned->wait();
+    CHECK(kept == returned);
+    CHECK(kept->is_complete());
+    CHECK(std::string(kept->name()) == "keeps");
+    returned.safe_release();
+    CHECK(kept->is_complete());  // the kept copy holds the task on its own
+    // Dropped at once by its maker, the task still hands out a usable self.
+    std::atomic<bool> ran{false};
+    pool.launch("make", [&] {
+          (void)function_graph_task::create_and_dispatch_when_ready([&](named_threads::type, const graph_event_ref& self) {
+            kept = self;
+            ran = true;
+          });
+        })
+        .wait();
+    while (!ran.load()) pool.try_run_one();
+    kept->wait();
+    CHECK(kept->is_complete());
+    kept.safe_release();
+  }
+}
+
+TEST_CASE("taskgraph: graph tasks for a named thread run there, FIFO, high first, told their thread and queue") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  task_graph_interface graph(pool);
+  attached_as game(pool, named_thread::game);
+  std::vector<int> order;
+  std::vector<named_threads::type> told;
+  std::thread::id game_id = std::this_thread::get_id();
+  bool all_on_game = true;
+  auto record = [&](int id) {
+    return [&, id](named_threads::type current, const graph_event_ref&) {
+      order.push_back(id);
+      told.push_back(current);
+      all_on_game = all_on_game && std::this_thread::get_id() == game_id;
+    };
+  };
+  graph_event_array sent;
+  for (int i = 0; i < 3; ++i) {
+    sent.add(function_graph_task::create_and_dispatch_when_ready(record(i), "main", nullptr, named_threads::game_thread));
+  }
+  sent.add(function_graph_task::create_and_dispatch_when_ready(
+      record(9), "high", nullptr, named_threads::set_task_priority(named_threads::game_thread, 1)));
+  sent.add(function_graph_task::create_and_dispatch_when_ready(record(5), "local", nullptr,
+                                                               named_threads::game_thread_local));
+  CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 4);
+  CHECK(order == std::vector<int>{9, 0, 1, 2});
+  CHECK(graph.process_thread_until_idle(named_threads::game_thread_local) == 1);
+  CHECK(order.back() == 5);
+  CHECK(all_on_game);
+  REQUIRE(told.size() == 5);
+  CHECK(told[0] == named_threads::game_thread);
+  CHECK(told[4] == named_threads::game_thread_local);
+  for (const graph_event_ref& each : sent) CHECK(each->is_complete());
+}
+
+TEST_CASE("taskgraph: static functions use the calling task's scheduler, else the attached one, else the default") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  auto where = [] {
+    std::atomic<scheduler*> seen{nullptr};
+    graph_event_ref done = function_graph_task::create_and_dispatch_when_ready([&seen] { seen = scheduler::current(); });
+    done->wait();
+    return seen.load();
+  };
+  CHECK(pool.launch("inside", where).get_result() == &pool);
+  {
+    attached_as render(pool, named_thread::render);
+    CHECK(where() == &pool);
+    std::atomic<scheduler*> seen{nullptr};
+    std::atomic<bool> ran{false};
+    async_task(named_threads::actual_rendering_thread, [&] {
+      seen = scheduler::current();
+      ran = true;
+    });
+    task_graph_interface(pool).process_thread_until_idle(named_threads::actual_rendering_thread);
+    CHECK(ran.load());
+    CHECK(seen.load() == &pool);
+  }
+  CHECK(where() == &default_scheduler());
+}
+
+TEST_CASE("taskgraph: construct_and_hold runs only after unlock; unlocking twice is reported") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> runs{0};
+    graph_task<recording_task>* held = nullptr;
+    graph_event_ref done;
+    pool.launch("make", [&] {
+          held = graph_task<recording_task>::create_task().construct_and_hold(named_threads::any_thread, &runs);
+          done = held->get_completion_event();
+        })
+        .wait();
+    // Held: a wait (which would run it here if it could) times out and nothing ran.
+    CHECK_FALSE(done->as_task().wait(std::chrono::milliseconds(5)));
+    CHECK(runs.load() == 0);
+    held->unlock();
+    done->wait();
+    CHECK(runs.load() == 1);
+    CHECK(recorder.count() == 0);
+
+    // Behind a prerequisite not yet dispatched, the held task is still there for a second
+    // unlock to find: reported, and the task still runs once.
+    graph_event_ref gate = graph_event::create_graph_event();
+    graph_event_array before{gate};
+    pool.launch("make", [&] {
+          held = graph_task<recording_task>::create_task(&before).construct_and_hold(named_threads::any_thread, &runs);
+          done = held->get_completion_event();
+        })
+        .wait();
+    held->unlock();
+    held->unlock();
+    CHECK(recorder.count() == 1);
+    CHECK(reported(recorder, "unlock called twice"));
+    gate->dispatch_subsequents();
+    done->wait();
+    CHECK(runs.load() == 2);
+  }
+}
+
+TEST_CASE("taskgraph: T is built in place and need not be movable") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  int out = 0;
+  graph_event_ref done =
+      pool.launch("make", [&] { return graph_task<not_movable>::create_task().construct_and_dispatch_when_ready(&out); })
+          .get_result();
+  done->wait();
+  CHECK(out == 7);
+}
+
+TEST_CASE("taskgraph: fire_and_forget tasks have no completion event; asking for one is reported") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  std::atomic<int> runs{0};
+  graph_event_ref none = pool.launch("make", [&] {
+                               return graph_task<forgotten_task>::create_task().construct_and_dispatch_when_ready(&runs);
+                             }).get_result();
+  CHECK_FALSE(none.is_valid());
+  CHECK(none.get_reference() == nullptr);
+  CHECK(none == nullptr);
+  graph_task<forgotten_task>* held =
+      pool.launch("make", [&] { return graph_task<forgotten_task>::create_task().construct_and_hold(&runs); })
+          .get_result();
+  CHECK_FALSE(held->get_completion_event().is_valid());
+  CHECK(recorder.count() == 1);
+  CHECK(reported(recorder, "fire_and_forget"));
+  held->unlock();
+  help_until(pool, [&] { return runs.load() == 2; });
+}
+
+TEST_CASE("taskgraph: do_task's dont_complete_until on its own event holds its subsequents back") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<bool> body_done{false};
+    std::atomic<bool> follower_saw_nested{false};
+    std::atomic<bool> nested_ran{false};
+    graph_event_ref nested_gate = graph_event::create_graph_event();
+    graph_event_ref parent;
+    graph_event_ref follower;
+    pool.launch("make", [&] {
+          graph_event_array gate_only{nested_gate};
+          graph_event_ref nested = function_graph_task::create_and_dispatch_when_ready(
+              [&] { nested_ran = true; }, "nested", &gate_only);
+          parent = graph_task<waits_for_nested>::create_task().construct_and_dispatch_when_ready(nested, &body_done);
+          graph_event_array after_parent{parent};
+          follower = function_graph_task::create_and_dispatch_when_ready(
+              [&] { follower_saw_nested = nested_ran.load(); }, "follower", &after_parent);
+        })
+        .wait();
+    // The body returns, but the parent completes only once its nested task has.
+    while (!body_done.load()) pool.try_run_one();
+    CHECK_FALSE(parent->is_complete());
+    CHECK_FALSE(follower->is_complete());
+    nested_gate->dispatch_subsequents();
+    follower->wait();
+    CHECK(parent->is_complete());
+    CHECK(follower_saw_nested.load());
+  }
+}
+
+TEST_CASE("taskgraph: dont_complete_until on an event not yet dispatched adds a prerequisite; elsewhere it is reported") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  graph_event_ref event = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+  graph_event_ref later = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+  event->dont_complete_until(later);
+  event->dispatch_subsequents();
+  CHECK_FALSE(event->as_task().wait(std::chrono::milliseconds(2)));
+  later->dispatch_subsequents();
+  event->wait();
+  CHECK(event->is_complete());
+  CHECK(recorder.count() == 0);
+
+  // After dispatch: reported by the event, and ignored.
+  graph_event_ref third = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+  event->dont_complete_until(third);
+  CHECK(recorder.count() == 1);
+  // A graph task's event from outside its do_task: reported.
+  graph_event_ref task_event_ref = pool.launch("make", [] {
+                                         return function_graph_task::create_and_dispatch_when_ready([] {}, "done");
+                                       }).get_result();
+  task_event_ref->wait();
+  task_event_ref->dont_complete_until(third);
+  CHECK(recorder.count() == 2);
+  CHECK(reported(recorder, "from outside its do_task"));
+  // dispatch_subsequents on a task's completion event, and on an empty reference: reported.
+  task_event_ref->dispatch_subsequents();
+  graph_event_ref empty;
+  empty->dispatch_subsequents();
+  CHECK(recorder.count() == 4);
+  CHECK(reported(recorder, "completes when its do_task returns"));
+  CHECK(empty->is_complete());
+  third->dispatch_subsequents();
+}
+
+TEST_CASE("taskgraph: dispatch_subsequents is idempotent; a reference keeps its event, valid after completion") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(2));
+  graph_event_ref kept;
+  {
+    graph_event_ref made = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+    kept = made;
+    CHECK(kept == made);
+    CHECK(kept.get_reference() == kept.operator->());
+  }
+  std::atomic<int> runs{0};
+  graph_event_array after{kept};
+  graph_event_ref follower = pool.launch("make", [&] {
+                                   return function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "f", &after);
+                                 }).get_result();
+  std::vector<std::thread> dispatchers;
+  for (int i = 0; i < 4; ++i) dispatchers.emplace_back([&] { kept->dispatch_subsequents(); });
+  for (auto& each : dispatchers) each.join();
+  follower->wait();
+  kept->dispatch_subsequents();
+  CHECK(runs.load() == 1);
+  CHECK(kept->is_complete());
+  CHECK(std::string(kept->name()) == "graph_event");
+  // Still usable as a prerequisite once complete: counts as done.
+  graph_event_ref second = pool.launch("make", [&] {
+                                 return function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "g", &after);
+                               }).get_result();
+  second->wait();
+  CHECK(runs.load() == 2);
+  CHECK(recorder.count() == 0);
+  kept.safe_release();
+  CHECK_FALSE(kept.is_valid());
+}
+
+TEST_CASE("taskgraph: a graph_event_array of done, undone and empty events works as prerequisites and in waits") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    graph_event_array mixed;
+    std::vector<graph_event_ref> pending;
+    for (int i = 0; i < 10; ++i) {
+      graph_event_ref event = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+      if (i % 2 == 0) {
+        event->dispatch_subsequents();
+      } else {
+        pending.push_back(event);
+      }
+      mixed.add(event);
+      mixed.add(graph_event_ref());
+    }
+    CHECK(mixed.size() == 20);
+    std::atomic<int> runs{0};
+    graph_event_ref gather = pool.launch("make", [&] {
+                                   return graph_task<null_graph_task>::create_task(&mixed).construct_and_dispatch_when_ready();
+                                 }).get_result();
+    graph_event_array after_gather{gather};
+    graph_event_ref follower = pool.launch("make", [&] {
+                                     return function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "f", &after_gather);
+                                   }).get_result();
+    for (graph_event_ref& each : pending) {
+      CHECK_FALSE(follower->is_complete());
+      each->dispatch_subsequents();
+    }
+    graph.wait_until_tasks_complete(mixed);
+    graph.wait_until_task_completes(follower);
+    CHECK(runs.load() == 1);
+    CHECK(std::string(gather->name()) == "null_graph_task");
+    // The array copies and moves as a value.
+    graph_event_array copy = mixed;
+    graph_event_array moved = std::move(copy);
+    CHECK(moved.size() == 20);
+    CHECK(moved[0] == mixed[0]);
+    mixed.reset();
+    CHECK(mixed.empty());
+  }
+}
+
+TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal's return-task pattern)") {
+  for (unsigned workers : {1u, 2u, 8u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    // A worker task needs the game thread to run something before it can finish.
+    std::atomic<bool> game_part_ran{false};
+    std::atomic<int> queued_before_ran{0};
+    graph_event_ref queued_before = function_graph_task::create_and_dispatch_when_ready(
+        [&] { ++queued_before_ran; }, "queued before", nullptr, named_threads::game_thread);
+    std::atomic<bool> started{false};
+    graph_event_ref worker_task = function_graph_task::create_and_dispatch_when_ready([&] {
+      started = true;
+      graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
+          [&] { game_part_ran = true; }, "game part", nullptr, named_threads::game_thread);
+      graph_event_array wait_for{on_game};
+      // A worker's wait retracts and helps; the game thread pumps its queue meanwhile.
+      task_graph_interface::get().wait_until_tasks_complete(wait_for);
+    });
+    // Started on a worker, so the game thread's wait cannot retract it and must pump.
+    while (!started.load()) std::this_thread::yield();
+    CHECK(graph.get_current_thread_if_known() == named_threads::game_thread);
+    graph.wait_until_task_completes(worker_task, named_threads::game_thread);
+    CHECK(worker_task->is_complete());
+    CHECK(game_part_ran.load());
+    CHECK(queued_before_ran.load() == 1);  // unrelated work on the queue ran too
+    CHECK_FALSE(graph.is_thread_processing_tasks(named_threads::game_thread));
+  }
+}
+
+TEST_CASE("taskgraph: a game-thread task the game thread waits for is retracted and runs there at once") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_graph_interface graph(pool);
+  attached_as game(pool, named_thread::game);
+  std::vector<int> order;
+  graph_event_ref first = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(1); }, "first",
+                                                                              nullptr, named_threads::game_thread);
+  graph_event_ref second = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(2); }, "second",
+                                                                               nullptr, named_threads::game_thread);
+  second->wait(named_threads::game_thread);
+  CHECK(order == std::vector<int>{2});  // taken out of the queue and run here
+  CHECK_FALSE(first->is_complete());
+  graph.process_thread_until_idle(named_threads::game_thread);  // the retracted one's queue entry runs nothing
+  CHECK(order == std::vector<int>{2, 1});
+}
+
+TEST_CASE("taskgraph: a wait inside the game thread's own processing never re-enters that queue") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<bool> inner_ran{false};
+    bool processing_seen = false;
+    function_graph_task::create_and_dispatch_when_ready([&] {
+      processing_seen = graph.is_thread_processing_tasks(named_threads::game_thread);
+      graph_event_ref inner = function_graph_task::create_and_dispatch_when_ready(
+          [&] { inner_ran = true; }, "inner", nullptr, named_threads::game_thread);
+      graph_event_ref worker = function_graph_task::create_and_dispatch_when_ready([] {}, "worker");
+      graph_event_array both{inner, worker};
+      graph.wait_until_tasks_complete(both, named_threads::game_thread);
+    }, "outer", nullptr, named_threads::game_thread);
+    CHECK(graph.process_thread_until_idle(named_threads::game_thread) >= 1);
+    CHECK(processing_seen);
+    CHECK(inner_ran.load());
+    CHECK(recorder.count() == 0);
+  }
+}
+
+TEST_CASE("taskgraph: with no workers at all, waits run the launched work and never deadlock") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_graph_interface graph(pool);
+  CHECK(graph.get_num_worker_threads() == 0);
+  std::atomic<int> runs{0};
+  graph_event_array chain;
+  pool.launch("make", [&] {
+        graph_event_ref previous;
+        for (int i = 0; i < 50; ++i) {
+          graph_event_array before;
+          if (previous) before.add(previous);
+          previous = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "link", &before);
+          chain.add(previous);
+        }
+      })
+      .wait();
+  graph.wait_until_tasks_complete(chain);
+  CHECK(runs.load() == 50);
+  // The same from an attached game thread, with work for the game thread in the chain.
+  attached_as game(pool, named_thread::game);
+  graph_event_ref game_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "game part", nullptr,
+                                                                                   named_threads::game_thread);
+  graph_event_array after{game_part};
+  graph_event_ref worker_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "worker part", &after);
+  graph.wait_until_task_completes(worker_part, named_threads::game_thread);
+  CHECK(runs.load() == 52);
+}
+
+TEST_CASE("taskgraph: naming a thread the caller is not in a wait is reported, and the wait still completes") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  task_graph_interface graph(pool);
+  graph_event_ref done = pool.launch("make", [] {
+                               return function_graph_task::create_and_dispatch_when_ready([] {}, "done");
+                             }).get_result();
+  graph.wait_until_task_completes(done, named_threads::game_thread);
+  CHECK(done->is_complete());
+  graph_event_ref other = pool.launch("make", [] {
+                                return function_graph_task::create_and_dispatch_when_ready([] {}, "other");
+                              }).get_result();
+  other->wait(named_threads::actual_rendering_thread);
+  CHECK(other->is_complete());
+  CHECK(recorder.count() == 2);
+  CHECK(reported(recorder, "not that named thread"));
+}
+
+TEST_CASE("taskgraph: a desired thread magpie does not have is reported and runs on a worker") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  std::atomic<int> runs{0};
+  graph_event_ref done = pool.launch("make", [&] {
+                               return function_graph_task::create_and_dispatch_when_ready(
+                                   [&] { ++runs; }, "stray", nullptr, static_cast<named_threads::type>(40));
+                             }).get_result();
+  done->wait();
+  CHECK(runs.load() == 1);
+  CHECK(recorder.count() == 1);
+  CHECK(reported(recorder, "thread 40"));
+  task_graph_interface graph(pool);
+  CHECK(graph.process_thread_until_idle(named_threads::any_thread) == 0);
+  CHECK(recorder.count() == 2);
+}
+
+TEST_CASE("taskgraph: an exception from do_task is kept in its event; unasked, it is reported as unhandled") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  graph_event_ref failed = pool.launch("make", [] {
+                                 return graph_task<throwing_task>::create_task().construct_and_dispatch_when_ready();
+                               }).get_result();
+  failed->wait();
+  CHECK(failed->is_complete());
+  CHECK(failed->as_task().has_exception());
+  CHECK_THROWS_WITH_AS(failed->as_task().get_result(), "do_task threw", std::runtime_error);
+  failed.safe_release();
+  CHECK(recorder.count() == 0);
+  std::atomic<bool> thrown{false};
+  pool.launch("make", [&] {
+        async_task(named_threads::any_thread, [&] {
+          thrown = true;
+          throw std::runtime_error("async_task threw");
+        });
+      })
+      .wait();
+  while (recorder.count() == 0) std::this_thread::yield();
+  CHECK(thrown.load());
+  CHECK(recorder.reports()[0].kind == diagnostic_kind::unhandled_exception);
+}
+
+TEST_CASE("taskgraph: trigger_event_when_tasks_complete triggers at once when done, else after the last") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    task_event at_once("at once", pool);
+    graph_event_array none;
+    graph.trigger_event_when_tasks_complete(at_once, none);
+    CHECK(at_once.is_completed());
+
+    task_event later("later", pool);
+    graph_event_ref gate = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+    graph_event_array tasks{gate};
+    graph.trigger_event_when_tasks_complete(later, tasks);
+    CHECK_FALSE(later.is_completed());
+    gate->dispatch_subsequents();  // completes it on this thread: no worker needed
+    CHECK(later.is_completed());
+  }
+}
+
+TEST_CASE("taskgraph: trigger_event_when_tasks_complete never deadlocks when every worker waits") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;  // the standby cap (0) is reached, as this case means it to be
+  scheduler_options options = test::options_with(2);
+  options.max_standby_workers = 0;
+  scheduler pool(options);
+  task_graph_interface graph(pool);
+  task_event released("released", pool);
+  std::atomic<int> waiting{0};
+  std::vector<task<>> blocked;
+  for (unsigned i = 0; i < pool.worker_count() + pool.background_worker_count(); ++i) {
+    blocked.push_back(pool.launch("blocked", [&] {
+      ++waiting;
+      released.wait();
+    }));
+  }
+  while (waiting.load() < static_cast<int>(blocked.size())) std::this_thread::yield();
+  graph_event_ref gate = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+  graph_event_array tasks{gate};
+  graph.trigger_event_when_tasks_complete(released, tasks);
+  std::thread dispatcher([&] { gate->dispatch_subsequents(); });
+  dispatcher.join();
+  wait_all(blocked);
+  CHECK(released.is_completed());
+}
+
+TEST_CASE("taskgraph: a return_graph_task ends process_thread_until_request_return once its prerequisites ran") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    std::thread::id render_id;
+    std::atomic<bool> attached{false};
+    std::atomic<int> rendered{0};
+    std::thread render([&] {
+      graph.attach_to_thread(named_threads::actual_rendering_thread);
+      render_id = std::this_thread::get_id();
+      attached = true;
+      graph.process_thread_until_request_return(named_threads::actual_rendering_thread);
+      CHECK(graph.is_current_thread_known());
+      pool.detach();
+    });
+    while (!attached.load()) std::this_thread::yield();
+    // One producer sends the commands (FIFO per producer), then the return task behind them.
+    pool.launch("make", [&] {
+          graph_event_array commands;
+          for (int i = 0; i < 20; ++i) {
+            commands.add(function_graph_task::create_and_dispatch_when_ready(
+                [&, i] {
+                  if (rendered.load() == i && std::this_thread::get_id() == render_id) ++rendered;
+                },
+                "command", nullptr, named_threads::actual_rendering_thread));
+          }
+          graph_task<return_graph_task>::create_task(&commands).construct_and_dispatch_when_ready(
+              named_threads::actual_rendering_thread);
+        })
+        .wait();
+    render.join();
+    CHECK(rendered.load() == 20);
+    CHECK_FALSE(graph.is_current_thread_known());
+    CHECK(recorder.count() == 0);
+  }
+}
+
+TEST_CASE("taskgraph: the interface answers who the caller is and how many workers there are") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(2));
+  task_graph_interface graph(pool);
+  CHECK(graph.get_num_worker_threads() == 3);  // two foreground, one background
+  CHECK_FALSE(graph.is_current_thread_known());
+  CHECK(graph.get_current_thread_if_known() == named_threads::any_thread);
+  CHECK(&graph.scheduler_of() == &pool);
+  CHECK(&task_graph_interface::get().scheduler_of() == &default_scheduler());
+  graph.attach_to_thread(named_threads::user_thread(2));
+  CHECK(graph.is_current_thread_known());
+  CHECK(graph.get_current_thread_if_known() == named_threads::user_thread(2));
+  CHECK(graph.get_current_thread_if_known(true) == (named_threads::user_thread(2) | named_threads::local_queue));
+  // Another scheduler's interface does not know this thread.
+  scheduler other(test::options_with(1));
+  CHECK_FALSE(task_graph_interface(other).is_current_thread_known());
+  std::atomic<named_threads::type> told{named_threads::rhi_thread};
+  function_graph_task::create_and_dispatch_when_ready(
+      [&](named_threads::type current, const graph_event_ref& self) {
+        CHECK(self.is_valid());
+        told = current;
+      },
+      "told", nullptr, named_threads::user_thread(2));
+  CHECK(graph.process_thread_until_idle(named_threads::user_thread(2)) == 1);
+  CHECK(told.load() == named_threads::user_thread(2));
+  pool.detach();
+}
+
+TEST_CASE("taskgraph stress: many producers build graphs of graph tasks and events (Epic's BasicStressTest)" *
+          doctest::test_suite("stress")) {
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : {1u, 2u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      constexpr int producers = 4;
+      constexpr int per_producer = 100;
+      constexpr int fan = 10;
+      std::atomic<int> runs{0};
+      std::vector<graph_event_ref> roots(producers);
+      std::vector<std::thread> threads;
+      for (int p = 0; p < producers; ++p) {
+        threads.emplace_back([&, p] {
+          pool.launch("producer", [&, p] {
+                graph_event_ref start = graph_event::create_graph_event();
+                graph_event_array all;
+                for (int i = 0; i < per_producer; ++i) {
+                  graph_event_array before{start};
+                  graph_event_array layer;
+                  for (int j = 0; j < fan; ++j) {
+                    layer.add(function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "leaf", &before));
+                  }
+                  all.add(graph_task<null_graph_task>::create_task(&layer).construct_and_dispatch_when_ready());
+                }
+                start->dispatch_subsequents();
+                roots[static_cast<std::size_t>(p)] =
+                    graph_task<null_graph_task>::create_task(&all).construct_and_dispatch_when_ready();
+              })
+              .wait();
+        });
+      }
+      for (auto& each : threads) each.join();
+      graph_event_array everything;
+      for (auto& root : roots) everything.add(root);
+      graph.wait_until_tasks_complete(everything);
+      CHECK(runs.load() == producers * per_producer * fan);
+    }
+  }
+}
+
+TEST_CASE("taskgraph stress: a chain of 100,000 graph events completes without deep recursion" *
+          doctest::test_suite("stress")) {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  graph_event_ref head = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+  graph_event_ref previous = head;
+  for (int i = 0; i < 100000; ++i) {
+    graph_event_ref next = pool.launch("make", [] { return graph_event::create_graph_event(); }).get_result();
+    next->dont_complete_until(previous);
+    next->dispatch_subsequents();
+    previous = next;
+  }
+  CHECK_FALSE(previous->is_complete());
+  head->dispatch_subsequents();
+  CHECK(previous->is_complete());
+}
+
+TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in the order each sent them" *
+          doctest::test_suite("stress")) {
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(2));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    constexpr int senders = 8;
+    constexpr int per_sender = 500;
+    std::vector<int> last(senders, -1);
+    int out_of_order = 0;
+    std::vector<graph_event_array> sent(senders);
+    graph_event_array sending;
+    for (int s = 0; s < senders; ++s) {
+      sending.add(function_graph_task::create_and_dispatch_when_ready([&, s] {
+        for (int i = 0; i < per_sender; ++i) {
+          sent[static_cast<std::size_t>(s)].add(function_graph_task::create_and_dispatch_when_ready(
+              [&, s, i] {
+                if (last[static_cast<std::size_t>(s)] != i - 1) ++out_of_order;
+                last[static_cast<std::size_t>(s)] = i;
+              },
+              "on game", nullptr, named_threads::game_thread));
+        }
+      }));
+    }
+    // The game thread pumps its queue while senders run (or runs a sender itself), then
+    // waits for every command, each sender's in the order sent.
+    graph.wait_until_tasks_complete(sending, named_threads::game_thread);
+    graph_event_array all;
+    for (auto& each : sent) {
+      for (auto& command : each) all.add(command);
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
+    CHECK(out_of_order == 0);
+    for (int s = 0; s < senders; ++s) CHECK(last[static_cast<std::size_t>(s)] == per_sender - 1);
+  }
+}
+
+}  // TEST_SUITE
