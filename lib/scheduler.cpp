@@ -224,7 +224,7 @@ scheduler_slot::~scheduler_slot() {
 }
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
-    : facade(owner), options(std::move(chosen)), foreground_count(options.workers), serial(next_serial()) {
+    : serial(next_serial()), facade(owner), options(std::move(chosen)), foreground_count(options.workers) {
   // Before any of its tasks exists: their completions' barriers depend on it.
   detail::std_atomics::enable_asymmetric_barriers();
   unsigned total = options.workers + options.background_workers;

@@ -211,7 +211,13 @@ class scheduler_pin {
 struct scheduler::impl {
   explicit impl(scheduler& facade, scheduler_options options);
 
-  scheduler_slot slot{this};  // first: filled before anything can make a task
+  // Unique among every scheduler the process ever had: what a thread's record of a lent
+  // deque names its scheduler by (a slot, or an address, may be reused). Before the slot:
+  // a thread giving back a deque it borrowed from the slot's previous scheduler pins the
+  // slot and reads the serial of whatever it finds there, this one as soon as it is claimed.
+  const std::uint64_t serial;
+
+  scheduler_slot slot{this};  // filled before anything can make a task
 
   void start();
   void shutdown();
@@ -272,9 +278,6 @@ struct scheduler::impl {
   // Bit i: named[i].deque has ever been used; thieves and shutdown look only at those.
   std::atomic<std::uint32_t> named_deques_in_use{0};
 
-  // Unique among every scheduler the process ever had: what a thread's record of a lent
-  // deque names its scheduler by (a slot, or an address, may be reused).
-  const std::uint64_t serial;
   static constexpr std::size_t lent_deque_count = 16;
   std::array<lent_deque, lent_deque_count> lent;
   // Bit i: lent[i] has ever been lent; thieves and shutdown look only at those.
