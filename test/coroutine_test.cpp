@@ -18,20 +18,7 @@
 #include <thread>
 #include <vector>
 
-// Counting allocations: the frame-from-the-pool test switches this on.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: a test statistic
-  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
-  throw std::bad_alloc();
-}
-void operator delete(void* memory) noexcept { std::free(memory); }
-void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+#include "counting_new.h"  // the allocation-counting tests
 
 using namespace magpie;
 using test::no_leaks;
@@ -294,12 +281,12 @@ TEST_CASE("coroutine: suspension and resumption take their memory from the task 
   };
   CHECK(round() == 3);  // warms up this thread's and the worker's pools
   CHECK(round() == 3);
-  allocations.store(0);
-  counting.store(true);
+  test::allocations.store(0);
+  test::counting.store(true);
   int result = round();
-  counting.store(false);
+  test::counting.store(false);
   CHECK(result == 3);
-  CHECK(allocations.load() == 0);
+  CHECK(test::allocations.load() == 0);
 }
 
 TEST_CASE("coroutine: a chain of 100,000 coroutines each awaiting the next completes without deep recursion") {

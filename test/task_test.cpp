@@ -19,21 +19,7 @@
 #include <thread>
 #include <vector>
 
-// Counting allocations: the "no malloc on the hot path" test switches this on. GCC
-// cannot see that these replacements pair malloc with free themselves.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: a test statistic
-  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
-  throw std::bad_alloc();
-}
-void operator delete(void* memory) noexcept { std::free(memory); }
-void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+#include "counting_new.h"  // the allocation-counting tests
 
 using namespace magpie;
 using test::no_leaks;
@@ -546,11 +532,11 @@ TEST_CASE("task: launching, running and releasing allocates nothing from operato
     warming.store(false);
     hold.wait();
     round();  // warm: the worker's deque ring
-    allocations.store(0);
-    counting.store(true);
+    test::allocations.store(0);
+    test::counting.store(true);
     round();
-    counting.store(false);
-    counted = allocations.load();
+    test::counting.store(false);
+    counted = test::allocations.load();
   }).wait();
   CHECK(counted == 0);
 }
