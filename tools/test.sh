@@ -2,9 +2,11 @@
 # Checks the layering (tools/check_layers.py), then builds and runs every test: the plain
 # build (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, and
 # AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds
-# a CMake and a pkg-config consumer against it.
-#   tools/test.sh                 all three builds
-#   tools/test.sh plain           one of: plain tsan asan
+# a CMake and a pkg-config consumer against it; then builds the libFuzzer targets with
+# clang (AddressSanitizer + UBSan) and runs each briefly (tools/fuzz.sh).
+#   tools/test.sh                 all four builds
+#   tools/test.sh plain           one of: plain tsan asan fuzz
+#   MAGPIE_FUZZ_SECONDS=60 tools/test.sh fuzz    run each fuzzer longer (default 25 s)
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,7 @@ python3 tools/check_layers.py
 tools/install-deps.sh test
 
 builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan)
+[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan fuzz)
 
 configure() {  # configure <dir> <meson options...>
   local dir=$1; shift
@@ -49,13 +51,28 @@ PY
 status=0
 for build in "${builds[@]}"; do
   dir=build/test-$build
+  if [ "$build" = fuzz ]; then
+    # Each fuzzer for a short time (a pass each), then the fuzzers replay the seed corpora
+    # and kept crash inputs once (suite fuzz_replay).
+    echo "=== fuzz: build and run each fuzz target for ${MAGPIE_FUZZ_SECONDS:-25} s"
+    for target in timer_fuzz task_graph_fuzz tick_fuzz; do
+      if FUZZ_BUILD_DIR=$dir tools/fuzz.sh "${MAGPIE_FUZZ_SECONDS:-25}" "$target"; then
+        passed=$((passed + 1))
+      else
+        failed=$((failed + 1)); status=1
+      fi
+    done
+    meson test -C "$dir" --print-errorlogs --num-processes 2 --suite fuzz_replay || status=1
+    count_results "$dir"
+    continue
+  fi
   case $build in
     plain) configure "$dir" --buildtype=debugoptimized -Db_sanitize=none -Dmodels=enabled ;;
     tsan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=thread -Dmodels=disabled \
             -Dbench=false ;;
     asan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=address,undefined \
             -Dcpp_args=-fno-sanitize-recover=all -Dmodels=disabled -Dbench=false ;;
-    *) echo "unknown build '$build' (plain, tsan, asan)" >&2; exit 2 ;;
+    *) echo "unknown build '$build' (plain, tsan, asan, fuzz)" >&2; exit 2 ;;
   esac
   echo "=== $build: build"
   meson compile -C "$dir"
