@@ -18,6 +18,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -273,6 +275,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace magpie::fuzz;
   input_decoder in(data, size);
   graph_program program = decode_graph(in);
+  if (std::getenv("MAGPIE_FUZZ_PRINT") != nullptr) std::fprintf(stderr, "%s", describe(program).c_str());  // replaying one input
   scheduler& pool = scheduler_with(program.workers);
   std::int64_t live_before = detail::live_tasks();
   diagnostic_capture diagnostics;
