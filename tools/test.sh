@@ -2,11 +2,13 @@
 # Checks the layering (tools/check_layers.py), then builds and runs every test: the plain
 # build (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, and
 # AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds
-# a CMake and a pkg-config consumer against it.
-#   tools/test.sh                 all three builds
-#   tools/test.sh plain           one of: plain tsan asan
+# a CMake and a pkg-config consumer against it; then builds the libFuzzer targets with
+# clang (AddressSanitizer + UBSan) and runs each briefly (tools/fuzz.sh).
+#   tools/test.sh                 all four builds, then chaos-short
+#   tools/test.sh plain           one of: plain tsan asan fuzz
 #   tools/test.sh chaos           the stress suites of the plain and TSan builds under chaos
 #                                 mode, once per seed of MAGPIE_CHAOS_SEEDS (default 4 seeds)
+#   MAGPIE_FUZZ_SECONDS=60 tools/test.sh fuzz    run each fuzzer longer (default 25 s)
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
 # The default run ends with chaos-short: the TSan stress suites under one seed taken from
 # the commit, so each CI run tries another schedule, and the log says how to replay it.
@@ -18,7 +20,7 @@ python3 tools/check_layers.py
 tools/install-deps.sh test
 
 builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan chaos-short)
+[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan fuzz chaos-short)
 
 configure() {  # configure <dir> <meson options...>
   local dir=$1; shift
@@ -86,6 +88,20 @@ for build in "${builds[@]}"; do
   dir=build/test-$build
   case $build in
     plain|tsan|asan) configure_build "$build" ;;
+    fuzz)
+      # Each fuzzer for a short time (a pass each), then the fuzzers replay the seed corpora
+      # and kept crash inputs once (suite fuzz_replay).
+      echo "=== fuzz: build and run each fuzz target for ${MAGPIE_FUZZ_SECONDS:-25} s"
+      for target in timer_fuzz task_graph_fuzz tick_fuzz; do
+        if FUZZ_BUILD_DIR=$dir tools/fuzz.sh "${MAGPIE_FUZZ_SECONDS:-25}" "$target"; then
+          passed=$((passed + 1))
+        else
+          failed=$((failed + 1)); status=1
+        fi
+      done
+      meson test -C "$dir" --print-errorlogs --num-processes 2 --suite fuzz_replay || status=1
+      count_results "$dir"
+      continue ;;
     chaos)
       read -r -a seeds <<< "${MAGPIE_CHAOS_SEEDS:-1 2 3 4}"
       run_chaos plain "${seeds[@]}"
@@ -96,7 +112,7 @@ for build in "${builds[@]}"; do
       commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
       run_chaos tsan "$((16#$commit))"
       continue ;;
-    *) echo "unknown build '$build' (plain, tsan, asan, chaos, chaos-short)" >&2; exit 2 ;;
+    *) echo "unknown build '$build' (plain, tsan, asan, fuzz, chaos, chaos-short)" >&2; exit 2 ;;
   esac
   echo "=== $build: build"
   meson compile -C "$dir"

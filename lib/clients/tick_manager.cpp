@@ -61,6 +61,7 @@ void tick_manager::state::add(tick_function& tick) {
   slot.enabled.store(tick_access::enabled(tick), std::memory_order_relaxed);  // relaxed: as above
   slot.ran_frame.store(0, std::memory_order_relaxed);                        // relaxed: as above
   slot.registered = true;
+  slot.registration = ++registrations;
   slot.interval = false;
   slot.has_run = false;
   slot.expiry = ticks::run_at_next_visit;
@@ -295,12 +296,22 @@ void tick_manager::run_pause_frame(float delta_seconds) {
   }
   s.stats = {};
   std::size_t ran = 0;
-  // Ticks registered by these ticks wait for the next frame (Unreal forbids spawning here).
-  std::size_t count = s.slots.size();
-  for (std::size_t index = 0; index < count; ++index) {
+  // Registration order, which slot order is not once a tick took a freed slot. Ticks
+  // registered by these ticks wait for the next frame (Unreal forbids spawning here).
+  s.pause_order.clear();
+  for (const tick_slot& slot : s.slots) {
+    if (slot.function.load(std::memory_order_relaxed) != nullptr) {  // relaxed: game thread only here
+      s.pause_order.emplace_back(slot.registration, slot.index);
+    }
+  }
+  std::sort(s.pause_order.begin(), s.pause_order.end());
+  for (auto [registration, index] : s.pause_order) {
     tick_slot& slot = s.slots[index];
     tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: game thread only here
-    if (tick == nullptr || !tick_access::enabled(*tick) || !tick_access::when_paused(*tick)) continue;
+    if (tick == nullptr || slot.registration != registration || !tick_access::enabled(*tick) ||
+        !tick_access::when_paused(*tick)) {
+      continue;
+    }
     ++ran;
     try {
       tick_access::execute(*tick, delta_seconds, level_tick::pause_tick);

@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,7 @@ struct tick_slot {
   bool interval = false;
   bool registered = false;
   std::uint32_t index = 0;
+  std::uint64_t registration = 0;  // when it was registered: pause frames run in this order
 
   // Cooldown (game thread only).
   double expiry = run_at_next_visit;
@@ -143,6 +145,8 @@ struct tick_manager::state {
   std::vector<std::uint32_t> free_slots;
   std::vector<std::uint32_t> retired_slots;  // free once the schedule is rebuilt
   std::size_t registered = 0;
+  std::uint64_t registrations = 0;  // registrations so far, numbering the slots' registration
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> pause_order;  // run_pause_frame's scratch
 
   // The cached schedule.
   bool dirty = true;
