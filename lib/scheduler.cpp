@@ -573,7 +573,8 @@ void scheduler::impl::start_standbys_for(standby_pool& pool, unsigned blocked) n
         report(diagnostic_kind::limit_reached,
                std::string("scheduler: every one of ") + std::to_string(blocked) + " " +
                    (pool.kind == worker_kind::foreground ? "foreground" : "background") +
-                   " threads is blocked and no more standby workers may start: ready work waits until one returns",
+                   " threads is blocked and no more standby workers may start: the last to wait runs queued work "
+                   "on its own stack instead of blocking",
                severity::warning);
       }
     }
@@ -582,6 +583,16 @@ void scheduler::impl::start_standbys_for(standby_pool& pool, unsigned blocked) n
   report(diagnostic_kind::limit_reached,
          std::string("scheduler: a standby worker could not start (") + error.what() + "); the pool stays narrower",
          severity::warning);
+}
+
+bool scheduler::impl::would_stall(const worker& self) const noexcept {
+  const standby_pool& pool = standby[index_of(self.kind)];
+  unsigned pool_size = self.kind == worker_kind::foreground ? foreground_count
+                                                            : static_cast<unsigned>(workers.size()) - foreground_count;
+  // relaxed, both: a hint; a thread that misreads it blocks, or helps, once more than needed
+  unsigned created = pool.created.load(std::memory_order_relaxed);
+  unsigned blocked = pool.blocked.load(std::memory_order_relaxed);
+  return created >= pool.cap + max_overflow_standby && blocked + 1 >= created + pool_size;
 }
 
 void scheduler::impl::leave_blocking(standby_pool& pool) {

@@ -235,6 +235,10 @@ struct scheduler::impl {
   void enter_blocking(standby_pool& pool) noexcept;
   void start_standbys_for(standby_pool& pool, unsigned blocked) noexcept;
   void leave_blocking(standby_pool& pool);
+  // would_stall says that if the calling pool thread blocked now, every thread of its kind
+  // would be blocked with no standby left to start: nobody would run ready work. Its wait
+  // then helps with queued work instead (lib/task_wait.cpp, docs/scheduler.md).
+  bool would_stall(const worker& self) const noexcept;
   void start_standby(standby_pool& pool);
   bool quiescent() const;
   void drain_until_quiescent();

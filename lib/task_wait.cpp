@@ -42,18 +42,33 @@ bool can_retract_here(const task_base* task) noexcept {
   return context.owner == owner && context.named == static_cast<int>(task->target >> 2u);
 }
 
+// last_thread_standing says that this is a pool thread of `owner` which, if it blocked,
+// would leave every thread of its kind blocked with no standby left to start. Ready work
+// would then wait for ever (the task it waits for may be queued behind it), so it helps with
+// any queued work instead, though that work may, in the worst case, wait for the body
+// beneath it (the false dependency helping otherwise avoids): that stalls only that case,
+// where blocking would stall every case. Within twice the usual depth, so that its stack
+// stays bounded.
+bool last_thread_standing(scheduler::impl* owner) noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.self == nullptr || context.owner != owner) return false;
+  if (innermost_running != nullptr && innermost_running->depth >= 2 * max_running_depth) return false;
+  return owner->would_stall(*context.self);
+}
+
 // help runs other work while waiting, where that is the only way forward and makes no
 // false dependency: on the named thread a task is bound to (its own queues, never
-// re-entered), and on a scheduler without workers from a thread running no task body. A
-// body helped onto the stack above another body could wait for that one, which cannot go
-// on until it returns (docs/scheduler.md, "Waiting inside a task"). Returns whether it ran
-// something. `owner` is pinned by the caller.
+// re-entered), on a scheduler without workers from a thread running no task body, and as
+// the last thread standing (above). A body helped onto the stack above another body could
+// wait for that one, which cannot go on until it returns (docs/scheduler.md, "Waiting
+// inside a task"). Returns whether it ran something. `owner` is pinned by the caller.
 bool help(const task_base* task, scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
     return owner->run_one_named_item(task->target >> 2u);
   }
   if (owner->workers.empty() && innermost_running == nullptr) return owner->facade.try_run_one();
+  if (last_thread_standing(owner)) return owner->facade.try_run_one();
   return false;
 }
 
@@ -331,7 +346,9 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
           nap.helped();
           continue;
         }
-        napping = owner->workers.empty();
+        // Without workers, or as the last thread standing, the block is a nap and the loop
+        // helps after it.
+        napping = owner->workers.empty() || last_thread_standing(owner);
       }
     }
     for (int i = 0; i < spin_checks; ++i) {

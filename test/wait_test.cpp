@@ -815,6 +815,44 @@ TEST_CASE("wait: deep chains of waits inside bodies do not overflow a worker's s
   CHECK(pool.counters().standby_workers > 1);  // the stretches ran on several threads
 }
 
+TEST_CASE("wait: with every thread blocked and no standby left to start, the last one runs queued work") {
+  // One worker and a standby cap of 0: each blocker blocks its thread on an event that only
+  // the opener, launched last, triggers, and a standby past the cap takes each blocked
+  // thread's place, up to the scheduler's 64 more. The blockers outnumber the threads: the
+  // last thread standing must run the queued work (the remaining blockers, then the opener)
+  // on its own stack rather than block, or the opener stays queued behind blocked threads
+  // for ever (the stall issue 29 asked about).
+  no_leaks leaks;
+  test::diagnostic_recorder recorder;  // reaching the cap is reported
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;
+  options.max_standby_workers = 0;
+  scheduler pool(options);
+  task_event gate("gate", pool);
+  constexpr int blockers = 72;  // past 1 worker + 64 standby threads
+  std::atomic<int> released{0};
+  std::vector<task<>> tasks;
+  for (int i = 0; i < blockers; ++i) {
+    tasks.push_back(pool.launch("blocker", [&] {
+      gate.wait();
+      released.fetch_add(1);
+    }));
+  }
+  tasks.push_back(pool.launch("opener", [&] { gate.trigger(); }));
+  // Not wait_all: this thread would take the tasks back and run the opener itself. The pool
+  // alone must get through (a hang here is named by the test watchdog).
+  while (released.load() < blockers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  magpie::wait_all(tasks);
+  CHECK(released.load() == blockers);
+  CHECK(gate.is_completed());
+  // 65 threads, 72 blockers: only a thread that ran queued work instead of blocking got the
+  // opener run.
+  CHECK(pool.counters().standby_workers == 64);
+  CHECK(recorder.count() >= 1);
+  for (auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::limit_reached);
+}
+
 TEST_CASE("wait: a thread waiting for tasks while their scheduler is destroyed" * doctest::test_suite("stress")) {
   // The waiter retracts tasks (whose bodies may launch a child) while ~scheduler runs: the
   // scheduler must not free what the waiter can still reach. ASan read freed memory in the
