@@ -4,7 +4,12 @@
 // inside a running task for a task downstream of it. Each of those asks depends_on first.
 #include "task_internal.h"
 
+#include <magpie/config.h>
+#include <magpie/diagnostics.h>
+
 #include <cstddef>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace magpie::detail {
@@ -12,8 +17,11 @@ namespace magpie::detail {
 namespace {
 
 // max_edges_walked bounds the walk, so that adding to an event many tasks wait for costs
-// at most this much; a cycle through more edges than this goes unreported.
-constexpr std::size_t max_edges_walked = 1024;
+// at most this much. A cycle through more edges than this goes unreported in a release
+// build; a build with debug checks walks 64 times further, each task once (diamonds are not
+// walked again), and says when even that was not enough (a warning: the edge may or may
+// not close a cycle).
+constexpr std::size_t max_edges_walked = MAGPIE_DEBUG_CHECKS ? 64 * 1024 : 1024;
 
 // blocks_completion says whether an edge's subsequent cannot complete before the edge's
 // prerequisite has: every kind but when_any's, which another input may trigger.
@@ -39,13 +47,23 @@ bool depends_on(const task_base* later, const task_base* earlier) noexcept {
   // its body is running on this thread, or it is an event not yet triggered. So every
   // list on the way is open and only grows at its head.
   std::vector<const task_base*> unexpanded{earlier};
+  std::unordered_set<const task_base*> expanded;  // debug checks only
   std::size_t budget = max_edges_walked;
   while (!unexpanded.empty()) {
     const task_base* task = unexpanded.back();
     unexpanded.pop_back();
+    if (MAGPIE_DEBUG_CHECKS && !expanded.insert(task).second) continue;
     for (task_edge* edge = task->subsequents.newest_while_open(); edge != nullptr;
          edge = subsequent_list<task_edge>::next_of(edge)) {
-      if (budget-- == 0) return false;
+      if (budget-- == 0) {
+        if (MAGPIE_DEBUG_CHECKS) {
+          report(diagnostic_kind::limit_reached,
+                 std::string("dependency cycle check: gave up after ") + std::to_string(max_edges_walked) +
+                     " edges downstream of '" + earlier->name + "'; a cycle through more edges would go unreported",
+                 severity::warning);
+        }
+        return false;
+      }
       if (!blocks_completion(*edge)) continue;
       if (edge->subsequent == later) return true;
       unexpanded.push_back(edge->subsequent);
