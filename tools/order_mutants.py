@@ -574,16 +574,18 @@ class Sweep:
         self.journal.write_text(json.dumps({
             "path": str(path), "original": original,
             "mutated_sha1": hashlib.sha1(mutated.encode()).hexdigest()}))
+        record = {"status": "not run", "killed_by": "interrupted"}
         try:
             path.write_text(mutated)
-            return self.evaluate(m)
+            record = self.evaluate(m)
         finally:
-            current = path.read_text()
-            if current != mutated:
+            if path.read_text() != mutated:
                 self.say(f"warning: {path} changed while a mutant was applied; not restoring over it")
+                record.update(status="not run", killed_by="source changed under the sweep")
             else:
                 path.write_text(original)
             self.journal.unlink(missing_ok=True)
+        return record
 
     # -- the whole sweep
     def baseline(self, files, mutants):
@@ -637,9 +639,17 @@ class Sweep:
     def main(self):
         args = self.args
         signal.signal(signal.SIGTERM, _sigterm)
-        self.recover()
+        if not args.list:
+            # one sweep at a time per checkout: the journal and the snapshot are shared
+            import fcntl
+            self.lock = open(self.state_dir / "lock", "w")
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                sys.exit("error: another sweep is running on this checkout (build/mutants/lock)")
+            self.recover()
         files = [f for f in SCOPE if not args.only or any(o in f for o in args.only)]
-        if args.snapshot:
+        if args.snapshot and not args.list:
             self.src.mkdir(parents=True, exist_ok=True)
             self.sync_snapshot()
         self.check_clean(files)
