@@ -1,4 +1,5 @@
 #include <magpie/config.h>
+#include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
 #include <atomic>
@@ -23,6 +24,9 @@ void default_diagnostic_handler(const diagnostic& report) {
                report.severity == severity::error ? "error" : "warning",
                static_cast<int>(to_string(report.kind).size()), to_string(report.kind).data(),
                static_cast<int>(report.message.size()), report.message.data());
+  if (report.severity == severity::error && chaos::current()) {
+    std::fprintf(stderr, "magpie: chaos mode was on; replay with %s\n", chaos::describe().c_str());
+  }
   std::fflush(stderr);
   if (MAGPIE_DEBUG_CHECKS && report.severity == severity::error) std::abort();
 }

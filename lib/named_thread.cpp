@@ -87,6 +87,7 @@ void scheduler::schedule(detail::work_item* item, named_thread thread, thread_qu
   }
   named_thread_state& state = impl_->named[thread.index()];
   named_queue& target = state.queues[static_cast<std::size_t>(queue)];
+  detail::chaos::point(detail::chaos::site::named_queue);
   (high_priority ? target.high : target.normal).push(item);
   state.wake.notify_one();
 }
@@ -124,6 +125,7 @@ void scheduler::attach(named_thread thread) {
   context.wakes_workers = !impl_->workers.empty();
   detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
   detail::tracing::set_thread_role(detail::tracing::thread_role::named, thread.index());
+  chaos::set_thread_identity(0x10000 + thread.index());
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
   // release: a thief that sees the bit also sees the deque's new owner binding
   impl_->named_deques_in_use.fetch_or(std::uint32_t{1} << thread.index(), std::memory_order_release);

@@ -101,6 +101,7 @@ void pipe_access::task_completing(magpie::pipe& p) noexcept {
 }
 
 void pipe_access::task_finished(magpie::pipe& p, task_base* task) noexcept {
+  chaos::point(chaos::site::pipe_handover);
   task_base* expected = task;
   // acq_rel: as join_pipe's exchange — emptying the slot takes back its reference
   if (p.last_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {

@@ -415,6 +415,9 @@ void scheduler::impl::run_worker(worker& self) {
                                    : self.kind == worker_kind::foreground ? detail::tracing::thread_role::worker
                                                                           : detail::tracing::thread_role::background_worker,
                                    self.index);
+  // A worker's chaos decisions follow its place in the pool, whichever OS thread it is.
+  chaos::set_thread_identity(1 + self.index + (self.kind == worker_kind::foreground ? 0 : 0x100) +
+                             (self.standby ? 0x1000 : 0));
   if (options.on_worker_start) options.on_worker_start(info);
 
   detail::event_count<>& wake = self.kind == worker_kind::foreground ? foreground_wake : background_wake;
@@ -650,6 +653,9 @@ void scheduler::impl::drain_until_quiescent() {
 
 scheduler::scheduler(scheduler_options options)
     : impl_(std::make_unique<impl>(*this, std::move(options))) {
+  // Before the workers start, so that their first points already draw.
+  chaos::start_from_environment();
+  if (impl_->options.chaos) chaos::start(*impl_->options.chaos);
   impl_->start();
 }
 

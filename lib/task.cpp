@@ -373,6 +373,7 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
   trace_launch(task, prerequisites, count);
   task->state.replace_launch_lock(static_cast<std::uint32_t>(count));
   std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
+  chaos::point(chaos::site::task_launch);
   if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
   ready_loop loop(nullptr);
   loop.lock_released(task, task->state.release_locks(already_complete));
@@ -397,6 +398,7 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     task->state.add_locks(1);  // the pipe's lock
     pipe_access::task_added(*into);
   }
+  chaos::point(chaos::site::task_launch);
   const bool unshared = into == nullptr && prerequisite_groups(task) == nullptr;
   if (unshared) {
     task->state.release_unshared_launch_lock();  // no other thread can reach it yet
@@ -467,6 +469,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
 }
 
 bool finish_body(task_base* task) noexcept {
+  chaos::point(chaos::site::completion);
   // Only the body adds nested tasks, so with none added no other thread writes num_locks.
   if (task->extras == nullptr || task->extras->nested == nullptr) {
     // Complete by the store below (a waiter may see "finished" before the list closes): a
@@ -624,6 +627,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
     lock_released(task, task->state.release_lock());
     return;
   }
+  chaos::point(chaos::site::pipe_handover);  // the previous task may complete meanwhile
   task_edge& edge = task->extras->pipe_edge;
   edge.subsequent = task;
   edge.prerequisite = previous;

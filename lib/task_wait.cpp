@@ -354,6 +354,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
     tracing::trace_point(tracing::task, tracing::event_kind::wait_began, task, task->name);
+    chaos::point(chaos::site::wait_block);
     if (deadline == nullptr && !napping) {
       events.commit_wait(key);
       tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);

@@ -7,6 +7,8 @@
 
 #include "support.h"
 
+#include <magpie/chaos.h>
+
 #include <chrono>
 #include <csignal>
 #include <condition_variable>
@@ -59,8 +61,8 @@ class watchdog_clock {
         changed_.wait(lock);
       } else if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
                  std::chrono::steady_clock::now() >= deadline_) {
-        std::fprintf(stderr, "\nwatchdog: test case \"%s\" still running after %lld s; aborting\n",
-                     name_.c_str(), static_cast<long long>(limit_.count()));
+        std::fprintf(stderr, "\nwatchdog: test case \"%s\" still running after %lld s; aborting (chaos: %s)\n",
+                     name_.c_str(), static_cast<long long>(limit_.count()), magpie::chaos::describe().c_str());
         std::fflush(stderr);
         dump_threads();
         // doctest's own SIGABRT handler can hang in a deadlocked process: die plainly.
@@ -97,8 +99,11 @@ struct watchdog_listener : doctest::IReporter {
     watchdog_clock::instance().arm(test.m_name);
   }
   void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {
+  void test_case_end(const doctest::CurrentTestCaseStats& stats) override {
     watchdog_clock::instance().disarm();
+    if (!stats.testCaseSuccess && magpie::chaos::current()) {
+      std::fprintf(stderr, "chaos mode was on: replay with %s\n", magpie::chaos::describe().c_str());
+    }
   }
   void test_case_exception(const doctest::TestCaseException&) override {}
   void subcase_start(const doctest::SubcaseSignature&) override {}
@@ -113,6 +118,10 @@ struct watchdog_listener : doctest::IReporter {
 REGISTER_LISTENER("watchdog", 1, watchdog_listener);
 
 int main(int argc, char** argv) {
+  // MAGPIE_CHAOS covers the suites that make no scheduler (deques, event counts) too.
+  if (magpie::chaos::start_from_environment()) {
+    std::fprintf(stderr, "chaos mode: %s\n", magpie::chaos::describe().c_str());
+  }
   doctest::Context context(argc, argv);
   return context.run();
 }

@@ -5,7 +5,11 @@
 # a CMake and a pkg-config consumer against it.
 #   tools/test.sh                 all three builds
 #   tools/test.sh plain           one of: plain tsan asan
+#   tools/test.sh chaos           the stress suites of the plain and TSan builds under chaos
+#                                 mode, once per seed of MAGPIE_CHAOS_SEEDS (default 4 seeds)
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
+# The default run ends with chaos-short: the TSan stress suites under one seed taken from
+# the commit, so each CI run tries another schedule, and the log says how to replay it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The clients and the compat layer include only public headers (DESIGN §1): checked first.
@@ -14,7 +18,7 @@ python3 tools/check_layers.py
 tools/install-deps.sh test
 
 builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan)
+[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan chaos-short)
 
 configure() {  # configure <dir> <meson options...>
   local dir=$1; shift
@@ -46,16 +50,53 @@ PY
   failed=$((failed + ${counts#* }))
 }
 
-status=0
-for build in "${builds[@]}"; do
-  dir=build/test-$build
-  case $build in
+configure_build() {  # configure_build <build>: set up build/test-<build>
+  local dir=build/test-$1
+  case $1 in
     plain) configure "$dir" --buildtype=debugoptimized -Db_sanitize=none -Dmodels=enabled ;;
     tsan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=thread -Dmodels=disabled \
             -Dbench=false ;;
     asan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=address,undefined \
             -Dcpp_args=-fno-sanitize-recover=all -Dmodels=disabled -Dbench=false ;;
-    *) echo "unknown build '$build' (plain, tsan, asan)" >&2; exit 2 ;;
+  esac
+}
+
+# run_chaos <build> <seed...>: the stress suites of build/test-<build>, once per seed, with
+# MAGPIE_CHAOS=<seed>:<rate> (MAGPIE_CHAOS_RATE, default 0.05).
+run_chaos() {
+  local build=$1; shift
+  local dir=build/test-$build
+  configure_build "$build"
+  echo "=== chaos ($build): build"
+  meson compile -C "$dir"
+  for seed in "$@"; do
+    local chaos="$seed:${MAGPIE_CHAOS_RATE:-0.05}"
+    echo "=== chaos ($build): stress suites with MAGPIE_CHAOS=$chaos"
+    MAGPIE_CHAOS=$chaos meson test -C "$dir" --suite stress --print-errorlogs --num-processes 2 \
+      --timeout-multiplier "${MAGPIE_STRESS_REPEAT:-1}" || {
+      status=1
+      echo "chaos: a failure above; replay it with MAGPIE_CHAOS=$chaos meson test -C $dir --suite stress" >&2
+    }
+    count_results "$dir"
+  done
+}
+
+status=0
+for build in "${builds[@]}"; do
+  dir=build/test-$build
+  case $build in
+    plain|tsan|asan) configure_build "$build" ;;
+    chaos)
+      read -r -a seeds <<< "${MAGPIE_CHAOS_SEEDS:-1 2 3 4}"
+      run_chaos plain "${seeds[@]}"
+      run_chaos tsan "${seeds[@]}"
+      continue ;;
+    chaos-short)
+      # A seed from the commit: another schedule each CI run, the same one on a rerun.
+      commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
+      run_chaos tsan "$((16#$commit))"
+      continue ;;
+    *) echo "unknown build '$build' (plain, tsan, asan, chaos, chaos-short)" >&2; exit 2 ;;
   esac
   echo "=== $build: build"
   meson compile -C "$dir"

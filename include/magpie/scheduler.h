@@ -15,6 +15,7 @@
 // nobody parked costs one fence and one load. See docs/scheduler.md.
 #pragma once
 
+#include <magpie/chaos.h>
 #include <magpie/detail/work_item.h>
 
 #include <chrono>
@@ -69,6 +70,9 @@ struct scheduler_options {
   std::chrono::microseconds spin_for{50};
   std::function<void(const worker_info&)> on_worker_start;  // run on each worker thread first (names, affinity, profilers)
   std::function<void(const worker_info&)> on_worker_exit;   // run on each worker thread last
+  // Chaos mode for the whole process from this scheduler's construction (magpie/chaos.h);
+  // MAGPIE_CHAOS in the environment does the same without a code change.
+  std::optional<magpie::chaos::options> chaos;
 };
 
 // named_thread identifies a thread the user owns that drains its own queues: the four

@@ -153,6 +153,7 @@ struct relacy_atomics {
   // the light side's compiler barrier act as a full fence at some point of its thread, and
   // the Dekker argument needs no more than a fence there and one on the heavy side.
   static void light_barrier() { fence_seq_cst(); }
+  static void chaos_point(magpie::detail::chaos::site) {}
   static void heavy_barrier() { fence_seq_cst(); }
   static void wake_one(atomic<std::uint32_t>& word) {
     auto& lot = word.parking_;

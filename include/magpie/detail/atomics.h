@@ -8,6 +8,8 @@
 // orderings with seq_cst operations instead.
 #pragma once
 
+#include <magpie/detail/chaos_points.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -71,6 +73,10 @@ struct std_atomics {
     }
   }
   static void heavy_barrier() noexcept;
+
+  // chaos_point is a chaos point (magpie/chaos.h) inside a lock-free template; the Relacy
+  // policy's is empty, as the model checker chooses the schedules itself.
+  static void chaos_point(chaos::site where) noexcept { chaos::point(where); }
 
   // enable_asymmetric_barriers registers the process for membarrier (once; later calls only
   // answer) and says whether light_barrier is now the cheap half.

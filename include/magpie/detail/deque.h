@@ -69,6 +69,7 @@ class work_stealing_deque {
       if (b - top_seen_ >= r->capacity) r = grow(r, top_seen_, b);
     }
     r->put(b, item);
+    Atomics::chaos_point(chaos::site::deque_push);
     bottom_.store(b + 1, std::memory_order_release);  // release: publishes the slot to steal()'s load of bottom
   }
 
@@ -170,6 +171,7 @@ class work_stealing_deque {
     ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
     // Read the slot before the CAS: once top moves past it, the owner may overwrite it.
     T item = r->get(t);
+    Atomics::chaos_point(chaos::site::deque_steal);
     if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
                                       std::memory_order_relaxed)) {  // relaxed: the loser returns without using `item`
       return std::nullopt;
@@ -231,6 +233,7 @@ class work_stealing_deque {
     if (seen > b) return std::nullopt;
     if (seen == b) {
       T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
+      Atomics::chaos_point(chaos::site::deque_pop);
       bool won = top_.compare_exchange_strong(seen, seen + 1, std::memory_order_seq_cst,
                                               std::memory_order_relaxed);  // relaxed: on failure we read nothing more
       if (!won) return std::nullopt;  // a thief took it: the deque is empty
@@ -239,6 +242,7 @@ class work_stealing_deque {
     // seq_cst store then seq_cst load: the paper's fence. Either a thief sees the lowered
     // bottom, or we see its raised top (Dekker) — never both of us taking the last item.
     bottom_.store(b, std::memory_order_seq_cst);
+    Atomics::chaos_point(chaos::site::deque_pop);
     std::int64_t t = top_.load(std::memory_order_seq_cst);
     if (t > b) {
       bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did

@@ -74,6 +74,7 @@ class event_count {
     // Dekker with the notifiers: the increment above is globally visible before the
     // caller's re-check of its condition.
     Atomics::fence_seq_cst();
+    Atomics::chaos_point(chaos::site::park);
     key announced{};
     announced.broadcasts = broadcasts_.load(std::memory_order_acquire);  // acquire: pairs with notify_all's release increment
     announced.epoch = epoch_.load(std::memory_order_acquire);  // acquire: pairs with the notifiers' release increments
@@ -113,6 +114,7 @@ class event_count {
   bool notify_one() noexcept {
     // Dekker with prepare_wait(): the caller's publication of work is globally visible
     // before we read the waiter count.
+    Atomics::chaos_point(chaos::site::wake);
     Atomics::fence_seq_cst();
     std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
     do {

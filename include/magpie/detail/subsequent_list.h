@@ -61,6 +61,7 @@ class subsequent_list {
     // pairs with a later pusher's acquire that finds the list closed; seq_cst besides
     // orders it before the closer's look for a waiting thread (lib/task.cpp), which the
     // waiter pairs with by setting its flag and then calling is_closed
+    Atomics::chaos_point(chaos::site::subsequents_close);
     Node* taken = head_.exchange(closed(), std::memory_order_seq_cst);
     return taken == closed() ? nullptr : taken;
   }

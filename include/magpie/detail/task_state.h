@@ -112,6 +112,7 @@ class task_state {
     std::uint32_t ready = 0;
     std::uint32_t begun = execution_flag | 1 | (open ? finishes_open : 0);
     takes_prerequisites = true;
+    Atomics::chaos_point(chaos::site::execution_claim);
     // seq_cst: acquire sees what the unlockers published; seq_cst puts the begin of a
     // finishes_open task in S after any comer's look that misses it (has_finished_for_comer)
     if (num_locks_.compare_exchange_strong(ready, begun, std::memory_order_seq_cst,
@@ -139,6 +140,7 @@ class task_state {
     std::uint32_t word = num_locks_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
     if ((word & ~prerequisites_claimed) != 1) return false;
     takes_prerequisites = word == 1;
+    Atomics::chaos_point(chaos::site::execution_claim);
     // seq_cst: release_lock's ordering (this is its last unlock) and try_begin_execution's
     // acquire, in one
     return num_locks_.compare_exchange_strong(word, execution_flag | 1, std::memory_order_seq_cst,
