@@ -183,7 +183,9 @@ class Op:
 
     @property
     def key(self) -> str:
-        return f"{self.file}::{self.text}#{self.occurrence}"
+        return f"{self.file}::{self.function}::{self.text}#{self.occurrence}"
+
+    legacy_key: str = ""  # file::text#occurrence-in-file, the first runs' key (migrated on load)
 
 
 @dataclass
@@ -197,6 +199,10 @@ class Mutant:
     @property
     def key(self) -> str:
         return f"{self.op.key}::{self.slot}:{self.old}->{self.new}"
+
+    @property
+    def legacy_key(self) -> str:
+        return f"{self.op.legacy_key}::{self.slot}:{self.old}->{self.new}"
 
     @property
     def label(self) -> str:
@@ -270,14 +276,17 @@ def discover(root: Path, files: list[str]) -> list[Op]:
         for m, end, kind, orders in sorted(found, key=lambda f: f[0].start()):
             line_start = clean.rfind("\n", 0, m.start()) + 1
             stmt = norm(clean[line_start:end])
-            occurrence = seen.get(stmt, 0)
-            seen[stmt] = occurrence + 1
             name, body_start, body_end = enclosing_function(shape, m.start())
+            legacy = seen.get(stmt, 0)
+            seen[stmt] = legacy + 1
+            occurrence = seen.get((name, stmt), 0)
+            seen[(name, stmt)] = occurrence + 1
             body = "\n".join(l for l in clean[body_start:body_end].splitlines()
                              if "chaos" not in l.lower())
             op = Op(rel, m.start(), end, clean.count("\n", 0, m.start()) + 1, m.group(1), kind,
                     orders, stmt, occurrence, name,
                     hashlib.sha1(norm(body).encode()).hexdigest()[:16])
+            op.legacy_key = f"{rel}::{stmt}#{legacy}"
             ops.append(op)
     return ops
 
@@ -655,6 +664,7 @@ class Sweep:
         self.check_clean(files)
         ops = discover(self.src, files)
         mutants = [m for op in ops for m in mutants_of(op)]
+        migrate(self.results, [m for op in discover(self.src, SCOPE) for m in mutants_of(op)])
         if args.list:
             for m in mutants:
                 print(f"{m.op.file}:{m.op.line} {m.op.function}: {m.op.op} {m.label}")
@@ -709,6 +719,15 @@ class Sweep:
             self.save()
         if not args.no_docs:
             write_docs(self.results, discover(self.src, SCOPE))
+
+
+def migrate(results, mutants):
+    """Moves results stored under the first runs' keys (occurrence counted per file) to the
+    current ones (per function), so an edit in one function does not re-key another's."""
+    stored = results["mutants"]
+    for m in mutants:
+        if m.key not in stored and m.legacy_key in stored:
+            stored[m.key] = stored.pop(m.legacy_key)
 
 
 # --- the table in docs/testing.md ------------------------------------------------------------
@@ -808,7 +827,9 @@ def main():
     if args.report:
         path = Path(args.results) if args.results else ROOT / "build" / "mutants" / "results.json"
         results = json.loads(path.read_text()) if path.exists() else {"mutants": {}}
-        write_docs(results, discover(ROOT, SCOPE))
+        ops = discover(ROOT, SCOPE)
+        migrate(results, [m for op in ops for m in mutants_of(op)])
+        write_docs(results, ops)
         return
     Sweep(args).main()
 
