@@ -150,7 +150,7 @@ class work_stealing_deque {
   // Owner thread only (so no push or pop of its own runs beside it); races the thieves.
   bool steal_if(T expected) {
     check_owner("steal_if");
-    std::int64_t t = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS below settles; the slot read is our own write
     std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
     // The owner wrote every slot itself, and only it overwrites them: the read is of a
