@@ -229,7 +229,7 @@ class work_stealing_deque {
     // One item at most (top only grows, so an old top over-counts): take it the thieves'
     // way, with their CAS on top and no store to bottom — one read-modify-write instead of
     // the fence below plus that same CAS. A launch followed by a wait lands here.
-    std::int64_t seen = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s load of top
+    std::int64_t seen = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS or the fence below settles
     if (seen > b) return std::nullopt;
     if (seen == b) {
       T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
