@@ -163,9 +163,11 @@ class work_stealing_deque {
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
   std::optional<T> steal() {
-    // seq_cst load of top, then of bottom: the paper's acquire load plus fence, ordered
-    // against pop's store of bottom and load of top (Dekker).
-    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    // Acquire load of top, then seq_cst load of bottom: the paper's acquire load plus
+    // fence, ordered against pop's store of bottom and load of top (Dekker). The acquire
+    // suffices: the CAS that wrote the top we read (seq_cst) then happens before our load of
+    // bottom, so precedes it in the single order (docs/memory_orders.md).
+    std::int64_t t = top_.load(std::memory_order_acquire);  // acquire: pairs with the seq_cst CAS that moved top
     std::int64_t b = bottom_.load(std::memory_order_seq_cst);
     if (t >= b) return std::nullopt;
     ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
