@@ -658,7 +658,7 @@ class Sweep:
                 sys.exit("error: another sweep is running on this checkout (build/mutants/lock)")
             self.recover()
         files = [f for f in SCOPE if not args.only or any(o in f for o in args.only)]
-        if args.snapshot and not args.list:
+        if args.snapshot and not args.list and not args.no_sync:
             self.src.mkdir(parents=True, exist_ok=True)
             self.sync_snapshot()
         self.check_clean(files)
@@ -818,6 +818,8 @@ def main():
     p.add_argument("--jobs", "-j", type=int, default=2, help="ninja's parallelism (default 2)")
     p.add_argument("--snapshot", action="store_true",
                    help="sweep a copy of the checkout in build/mutants/src (own build dirs there)")
+    p.add_argument("--no-sync", action="store_true",
+                   help="with --snapshot: sweep the copy as it is (e.g. the suites before a new test)")
     p.add_argument("--models-only", action="store_true", help="run only the Relacy models")
     p.add_argument("--results", help="results file (default build/mutants/results.json)")
     p.add_argument("--list", action="store_true", help="list the mutants and stop")
