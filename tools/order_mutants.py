@@ -601,16 +601,31 @@ class Sweep:
         """Every model and suite must pass unmutated (else a kill means nothing)."""
         models = sorted({x for f in files for x in self.models_of.get(f, [])})
         suites = sorted({x for f in files for x in SUITES.get(f, [])})
-        tree = hashlib.sha1()
-        for rel in sorted(SCOPE) + sorted(p.relative_to(self.src).as_posix()
-                                          for p in (self.src / "test").rglob("*") if p.is_file()):
-            p = self.src / rel
-            if p.exists():
-                tree.update(rel.encode() + p.read_bytes())
-        tree = tree.hexdigest()
+        # Each model's and suite's baseline stands while the code under test (include/, lib/,
+        # the shared test headers) and its own source are unchanged: a new test case re-runs
+        # only its own suite.
+        shared = hashlib.sha1()
+        for top in ("include", "lib", "test"):
+            for path in sorted((self.src / top).rglob("*")):
+                rel = path.relative_to(self.src).as_posix()
+                if path.is_file() and not re.search(r"_(test|model)\.cpp$", rel):
+                    shared.update(rel.encode() + path.read_bytes())
+        shared = shared.hexdigest()
+
+        def digest(rel):
+            path = self.src / rel
+            return hashlib.sha1(shared.encode() + (path.read_bytes() if path.exists() else b"")).hexdigest()
+
         cached = self.results.get("baseline", {})
-        if cached.get("tree") != tree:
-            cached = {"tree": tree, "models": {}, "suites": {}}
+        cached.setdefault("models", {})
+        cached.setdefault("suites", {})
+        for x in list(cached["models"]):
+            if cached["models"][x].get("h") != digest(f"test/model/{x}_model.cpp"):
+                del cached["models"][x]
+        for x in list(cached["suites"]):
+            if cached["suites"][x].get("h") != digest(f"test/{x}_test.cpp"):
+                del cached["suites"][x]
+        cached.pop("tree", None)
         self.results["baseline"] = cached
         todo_models = [x for x in models if x not in cached["models"]]
         todo_suites = [x for x in suites if x not in cached["suites"]]
@@ -622,7 +637,7 @@ class Sweep:
             for x in todo_models:
                 rc, secs, _ = run([str(self.plain / "test" / "model" / f"{x}_model")], self.src, 1800,
                                   log=self.log)
-                cached["models"][x] = {"rc": rc, "s": round(secs)}
+                cached["models"][x] = {"rc": rc, "s": round(secs), "h": digest(f"test/model/{x}_model.cpp")}
                 self.say(f"  model {x}: rc={rc} {secs:.0f}s")
                 self.save()
         if todo_suites and not self.args.models_only:
@@ -633,7 +648,7 @@ class Sweep:
             for x in todo_suites:
                 rc, secs, out = run([str(self.tsan / "test" / f"{x}_test"), "--no-intro=true"],
                                     self.src, 1800, env=self.test_env(1), log=self.log)
-                cached["suites"][x] = {"rc": rc, "s": round(secs)}
+                cached["suites"][x] = {"rc": rc, "s": round(secs), "h": digest(f"test/{x}_test.cpp")}
                 self.say(f"  tsan {x}: rc={rc} {secs:.0f}s" + ("" if rc == 0 else "  " + reason_of(out)))
                 self.save()
         bad = [f"model {x}" for x, r in cached["models"].items() if r["rc"] != 0]
