@@ -707,7 +707,9 @@ class Sweep:
         def priority(m):
             group = files.index(m.op.file)
             tsan_blind = m.old == "seq_cst" and not self.models_of.get(m.op.file)
-            return (tsan_blind, group, m.op.start, m.slot)
+            # a result on an earlier version of the function waits for the never-tested ones
+            stale = m.key in self.results["mutants"] and not args.retest in ("all", "survived")
+            return (stale, tsan_blind, group, m.op.start, m.slot)
 
         queue = sorted((m for m in mutants if todo(m)), key=priority)
         self.say(f"{len(mutants)} mutants, {len(queue)} to test, budget {args.budget:.0f}s")
@@ -752,10 +754,12 @@ END = "<!-- order_mutants: end -->"
 
 
 def tally(results, mutants):
-    counts = {"killed": 0, "survived": 0, "invalid": 0, "not run": 0}
+    counts = {"killed": 0, "survived": 0, "invalid": 0, "not run": 0, "stale": 0}
     for m in mutants:
         r = results["mutants"].get(m.key)
-        status = r["status"] if r and r.get("context") == m.op.context else "not run"
+        status = r["status"] if r else "not run"
+        if r and r.get("context") != m.op.context and status in ("killed", "survived", "invalid"):
+            counts["stale"] += 1  # counted under its last result, on the function's earlier code
         counts[status] = counts.get(status, 0) + 1
     return counts
 
@@ -775,7 +779,8 @@ def write_docs(results, ops, notes_path=ROOT / "tools" / "order_mutants_notes.js
              f"{len(mutants)} mutants of {len(ops) - sum(relaxed.values()) - len(implicit)} operations "
              f"with a non-relaxed order: **{counts['killed']} killed, {counts['survived']} survived**, "
              f"{counts['invalid']} invalid (do not compile), {counts['not run']} not run (budget). "
-             f"Kill rate of those tested: **{rate}**.", ""]
+             f"Kill rate of those tested: **{rate}**. Of the results, {counts['stale']} are on an "
+             f"earlier version of their function (marked below), not yet re-run.", ""]
     lines.append("Relaxed operations (nothing weaker to try): " + ", ".join(
         f"`{f}` {n}" for f, n in relaxed.items()) + ".")
     lines.append("Operations with the implicit (seq_cst) order: " +
@@ -785,7 +790,8 @@ def write_docs(results, ops, notes_path=ROOT / "tools" / "order_mutants_notes.js
               "|---|---|---|---|---|---|"]
     for m in mutants:
         r = results["mutants"].get(m.key)
-        if r is None or r.get("context") != m.op.context:
+        stale = r is not None and r.get("context") != m.op.context
+        if r is None:
             result = "not run"
         elif r["status"] == "killed":
             result = f"killed: {r['killed_by']}"
@@ -795,6 +801,10 @@ def write_docs(results, ops, notes_path=ROOT / "tools" / "order_mutants_notes.js
             result = f"invalid ({r['killed_by']})"
         else:
             result = r["status"]
+        if stale and r["status"] in ("killed", "survived", "invalid"):
+            result += " (on an earlier version of the function; not re-run since)"
+        elif stale:
+            result = "not run"
         note = notes.get(m.key) or notes.get(m.op.key) or ""
         short = m.op.file.replace("include/magpie/detail/", "detail/")
         lines.append(f"| `{short}` | `{m.op.function}` ({m.op.line}) | `{m.op.op}` | {m.label} | "
