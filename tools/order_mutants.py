@@ -806,6 +806,10 @@ def write_docs(results, ops, notes_path=ROOT / "tools" / "order_mutants_notes.js
         elif stale:
             result = "not run"
         note = notes.get(m.key) or notes.get(m.op.key) or ""
+        if r is not None and r["status"] == "killed" and "new" not in note:
+            note = ""  # a note on why a survivor survived says nothing about a killed mutant
+        elif r is not None and r["status"] == "survived" and not note:
+            note = "open: not analysed yet"
         short = m.op.file.replace("include/magpie/detail/", "detail/")
         lines.append(f"| `{short}` | `{m.op.function}` ({m.op.line}) | `{m.op.op}` | {m.label} | "
                      f"{result} | {note} |")
