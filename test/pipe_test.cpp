@@ -226,6 +226,73 @@ TEST_CASE("pipe stress: many producers into many pipes" * doctest::test_suite("s
   }
 }
 
+// The piped tasks write plain memory, so only the pipe's own orders can publish it to the
+// thread that sees the pipe empty: has_work's acquire load (pairs with task_completing's
+// release), wait_until_empty's (pairs with task_finished's acq_rel decrement) and ~pipe's.
+// Under TSan a weakened order there is a data race on `written`, or on the pipe's memory
+// freed under a completer still on its way out (the memory-order sweep's mutants).
+TEST_CASE("pipe stress: a pipe seen empty publishes its tasks' effects, and may go at once" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 4u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr int per_round = 32;
+      for (int round = 0; round < 100; ++round) {
+        CAPTURE(round);
+        std::vector<int> written(per_round, 0);  // plain, on purpose
+        auto line = std::make_unique<magpie::pipe>("published", pool);
+        for (int i = 0; i < per_round; ++i) {
+          line->launch("writes", [&written, i] { written[static_cast<std::size_t>(i)] = i + 1; });
+        }
+        auto wrong = [&written] {
+          int count = 0;
+          for (int i = 0; i < per_round; ++i) count += written[static_cast<std::size_t>(i)] != i + 1 ? 1 : 0;
+          return count;
+        };
+        if (round % 2 == 0) {
+          while (line->has_work()) std::this_thread::yield();
+          CHECK(wrong() == 0);  // before the pipe goes: only has_work's acquire orders this
+          line.reset();  // at once: a completer may still be on its way out of the pipe
+        } else {
+          CHECK(line->wait_until_empty());
+          line.reset();
+          CHECK(wrong() == 0);
+        }
+      }
+    }
+  }
+}
+
+// A task launched into a pipe whose last task already left the slot runs at once, with no
+// edge to that task: only the slot's orders (task_finished's release CAS emptying it, the
+// joiner's acquire exchange) publish the previous task's plain writes to it. The launcher
+// learns of the completion through a relaxed flag only, so it adds no ordering of its own.
+TEST_CASE("pipe stress: a task joining an emptied pipe sees the previous task's effects" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(4));
+    magpie::pipe line("handover", pool);
+    int value = 0;  // plain, on purpose: written by one piped task, read by the next
+    int wrong = 0;  // only the pipe's tasks touch it, one at a time
+    std::atomic<bool> done{false};  // outside the loop: re-initialising it would race the relaxed store
+    for (int round = 1; round <= 300; ++round) {
+      done.store(false, std::memory_order_relaxed);  // relaxed: the writer stored true before we saw it
+      line.launch("writer", [&value, &done, round] {
+        value = round;
+        done.store(true, std::memory_order_relaxed);  // relaxed: must not order `value` itself
+      });
+      while (!done.load(std::memory_order_relaxed)) std::this_thread::yield();
+      for (int spin = 0; spin < round % 8; ++spin) std::this_thread::yield();  // let it leave the slot, often
+      line.launch("reader", [&value, &wrong, round] { wrong += value != round ? 1 : 0; });
+    }
+    CHECK(line.wait_until_empty());
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("pipe: waiting inside a task for a piped task runs the one before it in its pipe first") {
   SUBCASE("no workers: the waiting body's thread is the only one, and must run both") {
     no_leaks leaks;

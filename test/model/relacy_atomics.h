@@ -75,6 +75,7 @@ struct relacy_atomics {
   struct parking_lot {
     rl::mutex mutex;
     rl::condition_variable sleepers;
+    int timeouts = 0;  // wait_for's time-outs so far (not instrumented: only bounds the model)
   };
   struct no_parking {};
 
@@ -145,6 +146,17 @@ struct relacy_atomics {
     lot.mutex.lock($);
     while (word.value_.load(rl::mo_relaxed, $) == expected) lot.sleepers.wait(lot.mutex, $);
     lot.mutex.unlock($);
+  }
+  // wait_for is `wait` whose time-out may come at any moment, before or instead of a
+  // wake-up: Relacy chooses. At most two per word, so a waiter that loops on time-outs
+  // still ends; after them it waits as `wait` does, and a lost wake-up is a DEADLOCK.
+  static bool wait_for(atomic<std::uint32_t>& word, std::uint32_t expected, std::int64_t /*timeout_ns*/) {
+    if (word.parking_.timeouts < 2 && rl::rand(2) == 0) {
+      ++word.parking_.timeouts;
+      return false;
+    }
+    wait(word, expected);
+    return true;
   }
   static void fence_seq_cst() {
     rl::atomic_thread_fence(weakened<W>(std::memory_order::seq_cst, access::rmw), $);

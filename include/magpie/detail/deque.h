@@ -150,7 +150,7 @@ class work_stealing_deque {
   // Owner thread only (so no push or pop of its own runs beside it); races the thieves.
   bool steal_if(T expected) {
     check_owner("steal_if");
-    std::int64_t t = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS below settles; the slot read is our own write
     std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
     // The owner wrote every slot itself, and only it overwrites them: the read is of a
@@ -163,9 +163,11 @@ class work_stealing_deque {
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
   std::optional<T> steal() {
-    // seq_cst load of top, then of bottom: the paper's acquire load plus fence, ordered
-    // against pop's store of bottom and load of top (Dekker).
-    std::int64_t t = top_.load(std::memory_order_seq_cst);
+    // Acquire load of top, then seq_cst load of bottom: the paper's acquire load plus
+    // fence, ordered against pop's store of bottom and load of top (Dekker). The acquire
+    // suffices: the CAS that wrote the top we read (seq_cst) then happens before our load of
+    // bottom, so precedes it in the single order (docs/memory_orders.md).
+    std::int64_t t = top_.load(std::memory_order_acquire);  // acquire: pairs with the seq_cst CAS that moved top
     std::int64_t b = bottom_.load(std::memory_order_seq_cst);
     if (t >= b) return std::nullopt;
     ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
@@ -229,7 +231,7 @@ class work_stealing_deque {
     // One item at most (top only grows, so an old top over-counts): take it the thieves'
     // way, with their CAS on top and no store to bottom — one read-modify-write instead of
     // the fence below plus that same CAS. A launch followed by a wait lands here.
-    std::int64_t seen = top_.load(std::memory_order_seq_cst);  // seq_cst: as steal()'s load of top
+    std::int64_t seen = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS or the fence below settles
     if (seen > b) return std::nullopt;
     if (seen == b) {
       T item = r->get(b);  // before the CAS, as in steal(): a thief may take and free it
