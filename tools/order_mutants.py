@@ -522,6 +522,8 @@ class Sweep:
         record = {"runs": runs}
 
         def finish(status, by=""):
+            if status == "survived" and by == "cap" and self.left() <= 5:
+                status, by = "not run", "budget spent during its tests"
             record.update(status=status, killed_by=by)
             return record
 
