@@ -4,9 +4,12 @@
 #pragma once
 
 #include <magpie/diagnostics.h>
+#include <magpie/scheduler.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +25,20 @@ namespace magpie::fuzz {
 }
 
 // expect fails the run unless `holds`.
+// scheduler_with is the scheduler for each worker count (0–3), made once and kept: a
+// scheduler per input would spend most of each run starting and joining threads.
+inline scheduler& scheduler_with(unsigned workers) {
+  static std::array<std::unique_ptr<scheduler>, 4> pools;
+  auto& pool = pools[workers];
+  if (!pool) {
+    scheduler_options options;
+    options.workers = workers;
+    options.background_workers = 0;
+    pool = std::make_unique<scheduler>(options);
+  }
+  return *pool;
+}
+
 inline void expect(bool holds, const std::string& what) {
   if (!holds) mismatch(what);
 }

@@ -27,20 +27,6 @@
 namespace magpie::fuzz {
 namespace {
 
-// The scheduler for each worker count, made once and kept: a scheduler per input would
-// spend most of each run starting and joining threads.
-scheduler& scheduler_with(unsigned workers) {
-  static std::array<std::unique_ptr<scheduler>, 4> pools;
-  auto& pool = pools[workers];
-  if (!pool) {
-    scheduler_options options;
-    options.workers = workers;
-    options.background_workers = 0;
-    pool = std::make_unique<scheduler>(options);
-  }
-  return *pool;
-}
-
 struct node_failure {
   int node;
   int nested;  // -1: the node's own body

@@ -22,18 +22,6 @@
 namespace magpie::fuzz {
 namespace {
 
-scheduler& scheduler_with(unsigned workers) {
-  static std::array<std::unique_ptr<scheduler>, 3> pools;  // made once: threads are slow to start
-  auto& pool = pools[workers];
-  if (!pool) {
-    scheduler_options options;
-    options.workers = workers;
-    options.background_workers = 0;
-    pool = std::make_unique<scheduler>(options);
-  }
-  return *pool;
-}
-
 constexpr std::pair<ticking_group, bool> frame_groups[] = {
     {ticking_group::pre_physics, true},     {ticking_group::start_physics, true},
     {ticking_group::during_physics, false}, {ticking_group::end_physics, true},
