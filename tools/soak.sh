@@ -42,11 +42,13 @@ failures=0
 seeds=()
 step() {  # step <name> <seconds limit> <command...>: runs one step, logs it, counts a failure
   local name=$1 limit=$2; shift 2
-  if timeout "$limit" "$@" >>"$log" 2>&1; then
+  local rc=0
+  timeout "$limit" "$@" >>"$log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
     echo "  ok    $name" | tee -a "$log"
   else
     failures=$((failures + 1))
-    echo "  FAIL  $name (rc $?; replay: MAGPIE_CHAOS=$MAGPIE_CHAOS $*)" | tee -a "$log"
+    echo "  FAIL  $name (rc $rc; replay: MAGPIE_CHAOS=$MAGPIE_CHAOS $*)" | tee -a "$log"
   fi
 }
 
