@@ -288,20 +288,12 @@ void scheduler::impl::wake_for(priority p) {
   // A pool without threads has nobody to wake: skip its fence.
   bool background_pool = workers.size() > foreground_count;
   if (is_background(p)) {
-    if (background_pool) wake_kind(background_wake, worker_kind::background);
+    if (background_pool) background_wake.notify_one();
   } else if (foreground_count > 0) {
-    wake_kind(foreground_wake, worker_kind::foreground);
+    foreground_wake.notify_one();
   } else if (background_pool) {
-    wake_kind(background_wake, worker_kind::background);  // no foreground pool: background workers take its work
+    background_wake.notify_one();  // no foreground pool: background workers take its work
   }
-}
-
-void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind) {
-  detail::chaos::point(detail::chaos::site::wake);
-  // Dekker with a parking worker's prepare_wait, and with a searcher's leaving the search
-  // (run_worker): the work pushed is visible to either before we read their words.
-  detail::std_atomics::fence_seq_cst();
-  wake.notify_one_unless(&searching[index_of(kind)]);
 }
 
 work_item* scheduler::impl::steal(worker* thief) {
@@ -470,8 +462,6 @@ void scheduler::impl::run_worker(worker& self) {
       // Each look reads the other threads' deque ends, which costs their next push or pop a
       // cache-line transfer; looking ever less often (up to every ~2.5 µs) keeps a spinning
       // worker from slowing a thread that launches and waits for one task at a time.
-      std::atomic<std::uint32_t>& searchers = searching[index_of(self.kind)];
-      searchers.fetch_add(1, std::memory_order_relaxed);  // relaxed: a launcher that misses it only wakes someone
       auto give_up = std::chrono::steady_clock::now() + options.spin_for;
       int pauses = 16;
       do {
@@ -479,15 +469,6 @@ void scheduler::impl::run_worker(worker& self) {
         pauses = std::min(pauses * 2, max_spin_pauses);
         item = find_work(&self);
       } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
-      // relaxed: the fence that follows (the hand-on's below, or the park's prepare_wait)
-      // orders it before this thread's next look, against wake_kind's fence
-      bool last_searcher = searchers.fetch_sub(1, std::memory_order_relaxed) == 1;
-      // Launchers skipped their wake-ups while we searched: if more work came than we
-      // took, the next searcher must come from the parked (a lone worker has nobody to wake).
-      const unsigned kind_size = self.kind == worker_kind::foreground
-                                     ? foreground_count
-                                     : static_cast<unsigned>(workers.size()) - foreground_count;
-      if (item != nullptr && last_searcher && kind_size > 1) wake_kind(wake, self.kind);
     }
     if (item != nullptr) {
       execute(item, &self);

@@ -223,9 +223,6 @@ struct scheduler::impl {
 
   void schedule(work_item* item, priority p);
   void wake_for(priority p);
-  // wake_kind wakes a parked worker of the kind whose wake-ups `wake` carries, unless one
-  // of that kind is searching.
-  void wake_kind(detail::event_count<>& wake, worker_kind kind);
   work_item* find_work(worker* self);
   work_item* find_work_as_helper();
   work_item* steal(worker* thief);
@@ -269,11 +266,6 @@ struct scheduler::impl {
   std::array<counted_queue, priority_count> injection;
   detail::event_count<> foreground_wake;
   detail::event_count<> background_wake;
-  // searching counts the workers of each kind spinning in search of work: while one is, a
-  // launch wakes nobody (it will be found), and the last searcher to find work wakes the
-  // next. Without it a launcher feeding a wide pool pays a futex wake per task, as each
-  // idle worker parks and is woken again (Go's scheduler counts its spinning threads so).
-  alignas(detail::cache_line) std::array<std::atomic<std::uint32_t>, 2> searching{};
   std::array<standby_pool, 2> standby;  // indexed by worker_kind
 
   // parked: low 32 bits count parked threads, high 32 bits count park/unpark transitions,
