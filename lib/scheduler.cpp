@@ -241,8 +241,8 @@ scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
     standby_pool& pool = standby[index_of(kind)];
     pool.kind = kind;
     pool.owner = this;
-    unsigned pool_size = kind == worker_kind::foreground ? options.workers : options.background_workers;
-    pool.cap = options.max_standby_workers.value_or(pool_size);
+    unsigned started = kind == worker_kind::foreground ? options.workers : options.background_workers;
+    pool.cap = options.max_standby_workers.value_or(started);
   }
 }
 
@@ -544,10 +544,8 @@ void scheduler::impl::start_standbys_for(standby_pool& pool, unsigned blocked) n
     // blocked, one more runs, so ready work is never stranded behind blocked waiters
     // (docs/scheduler.md, "Waiting inside a task"), up to max_overflow_standby more threads.
     // Standby r runs while more than r are blocked.
-    unsigned pool_size = pool.kind == worker_kind::foreground ? foreground_count
-                                                              : static_cast<unsigned>(workers.size()) - foreground_count;
     unsigned created = pool.created.load(std::memory_order_relaxed);  // relaxed: under the lock
-    if (created + pool_size <= blocked) {
+    if (created + pool_size(pool.kind) <= blocked) {
       if (created < pool.cap + max_overflow_standby) {
         start_standby(pool);
       } else if (!std::exchange(pool.overflow_reported, true)) {
@@ -568,12 +566,10 @@ void scheduler::impl::start_standbys_for(standby_pool& pool, unsigned blocked) n
 
 bool scheduler::impl::would_stall(const worker& self) const noexcept {
   const standby_pool& pool = standby[index_of(self.kind)];
-  unsigned pool_size = self.kind == worker_kind::foreground ? foreground_count
-                                                            : static_cast<unsigned>(workers.size()) - foreground_count;
   // relaxed, both: a hint; a thread that misreads it blocks, or helps, once more than needed
   unsigned created = pool.created.load(std::memory_order_relaxed);
   unsigned blocked = pool.blocked.load(std::memory_order_relaxed);
-  return created >= pool.cap + max_overflow_standby && blocked + 1 >= created + pool_size;
+  return created >= pool.cap + max_overflow_standby && blocked + 1 >= created + pool_size(self.kind);
 }
 
 void scheduler::impl::leave_blocking(standby_pool& pool) {

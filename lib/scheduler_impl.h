@@ -236,6 +236,11 @@ struct scheduler::impl {
   // would be blocked with no standby left to start: nobody would run ready work. Its wait
   // then helps with queued work instead (lib/task_wait.cpp, docs/scheduler.md).
   bool would_stall(const worker& self) const noexcept;
+  // pool_size is how many workers of `kind` the scheduler started with (standby ones aside).
+  unsigned pool_size(worker_kind kind) const noexcept {
+    return kind == worker_kind::foreground ? foreground_count
+                                           : static_cast<unsigned>(workers.size()) - foreground_count;
+  }
   void start_standby(standby_pool& pool);
   bool quiescent() const;
   void drain_until_quiescent();
