@@ -390,14 +390,15 @@ void drop_prerequisite_references(task_base* task) noexcept {
 
 // --- launch, trigger ---------------------------------------------------------------------
 
+void enter_pipe(task_base* task, magpie::pipe* into) noexcept {
+  task->ensure_extras().pipe = into;
+  task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
+  task->state.add_unshared_locks(1);  // the pipe's lock
+  pipe_access::task_added(*into);
+}
+
 void launch_task(task_base* task, magpie::pipe* into) noexcept {
   trace_launch(task);
-  if (into != nullptr) {
-    task->ensure_extras().pipe = into;
-    task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
-    task->state.add_locks(1);  // the pipe's lock
-    pipe_access::task_added(*into);
-  }
   chaos::point(chaos::site::task_launch);
   const bool unshared = into == nullptr && prerequisite_groups(task) == nullptr;
   if (unshared) {

@@ -293,6 +293,7 @@ task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, co
   if (before.size() != 0 && into == nullptr) {
     launch_behind(fresh, before.data(), before.size(), fresh->own_group());
   } else {
+    if (into != nullptr) enter_pipe(fresh, into);  // first: see enter_pipe
     if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->own_group());
     launch_task(fresh, into);
   }

@@ -237,8 +237,15 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
 void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
                    edge_group* group) noexcept;
 
-// launch_task removes the launch lock (the task joins `into` first when piped); from then
-// on the system owns the task. `into` is the pipe, or nullptr.
+// enter_pipe makes a task (not yet launched) one of `into`'s: its extras, its flag and the
+// pipe's lock. Before add_prerequisites: a prerequisite that completes meanwhile on another
+// thread must find the task either not yet linked or wholly piped; seeing it half made, it
+// would take the launch lock for the pipe's and join the pipe ahead of the launcher.
+void enter_pipe(task_base* task, magpie::pipe* into) noexcept;
+
+// launch_task removes the launch lock (a piped task, enter_pipe, then joins `into` once
+// only the pipe's lock is left); from then on the system owns the task. `into` is the
+// pipe, or nullptr.
 void launch_task(task_base* task, magpie::pipe* into) noexcept;
 
 // trigger removes a task event's launch lock once; later calls do nothing.
