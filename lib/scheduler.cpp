@@ -288,12 +288,20 @@ void scheduler::impl::wake_for(priority p) {
   // A pool without threads has nobody to wake: skip its fence.
   bool background_pool = workers.size() > foreground_count;
   if (is_background(p)) {
-    if (background_pool) background_wake.notify_one();
+    if (background_pool) wake_kind(background_wake, worker_kind::background);
   } else if (foreground_count > 0) {
-    foreground_wake.notify_one();
+    wake_kind(foreground_wake, worker_kind::foreground);
   } else if (background_pool) {
-    background_wake.notify_one();  // no foreground pool: background workers take its work
+    wake_kind(background_wake, worker_kind::background);  // no foreground pool: background workers take its work
   }
+}
+
+void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind) {
+  detail::chaos::point(detail::chaos::site::wake);
+  // Dekker with a parking worker's prepare_wait, and with a searcher's leaving the search
+  // (run_worker): the work pushed is visible to either before we read their words.
+  detail::std_atomics::fence_seq_cst();
+  wake.notify_one_unless(&searching[index_of(kind)]);
 }
 
 work_item* scheduler::impl::steal(worker* thief) {
@@ -386,6 +394,40 @@ void scheduler::impl::execute(work_item* item, worker* self) {
   context = outer;
 }
 
+work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake) {
+  std::atomic<std::uint32_t>& searchers = searching[index_of(self.kind)];
+  searchers.fetch_add(1, std::memory_order_relaxed);  // relaxed: the fence below publishes it
+  // Dekker with wake_kind's fence: a launcher that reads the count raised pushed before
+  // it, and our looks below see that push.
+  detail::std_atomics::fence_seq_cst();
+  work_item* item = find_work(&self);
+  if (item == nullptr && options.spin_for.count() > 0) {
+    // Each look reads the other threads' deque ends, which costs their next push or pop a
+    // cache-line transfer; looking ever less often (up to every ~2.5 µs) keeps a spinning
+    // worker from slowing a thread that launches and waits for one task at a time.
+    auto give_up = std::chrono::steady_clock::now() + options.spin_for;
+    int pauses = 16;
+    do {
+      for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
+      pauses = std::min(pauses * 2, max_spin_pauses);
+      item = find_work(&self);
+    } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
+  }
+  // relaxed: the fence that follows (the hand-on's, or the park's prepare_wait) orders it
+  // before this thread's next look, against wake_kind's fence
+  const bool last_searcher = searchers.fetch_sub(1, std::memory_order_relaxed) == 1;
+  if (item != nullptr && last_searcher) hand_on_search(wake, self.kind);
+  return item;
+}
+
+void scheduler::impl::hand_on_search(detail::event_count<>& wake, worker_kind kind) {
+  // A lone worker without standby workers has nobody to hand on to: skip the fence.
+  const unsigned kind_size = kind == worker_kind::foreground ? foreground_count
+                                                             : static_cast<unsigned>(workers.size()) - foreground_count;
+  // relaxed: a standby created since is woken by enter_blocking's notify_all, and searches
+  if (kind_size > 1 || standby[index_of(kind)].created.load(std::memory_order_relaxed) != 0) wake_kind(wake, kind);
+}
+
 void scheduler::impl::park_state_change(std::int64_t parked_delta) {
   // acq_rel: a parking worker publishes everything it did (pushes included) to shutdown's
   // acquire loads in quiescent(); an unparking one sees what the waker published.
@@ -453,23 +495,14 @@ void scheduler::impl::run_worker(worker& self) {
       continue;
     }
 
-    woken = false;
+    // A worker just woken searches at once: its waker may have left other launches'
+    // wake-ups to it (search).
+    const bool was_woken = std::exchange(woken, false);
     if (self.standby && !std::exchange(standing_in, true)) {
       detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_entered, this);
     }
-    work_item* item = find_work(&self);
-    if (item == nullptr && options.spin_for.count() > 0) {
-      // Each look reads the other threads' deque ends, which costs their next push or pop a
-      // cache-line transfer; looking ever less often (up to every ~2.5 µs) keeps a spinning
-      // worker from slowing a thread that launches and waits for one task at a time.
-      auto give_up = std::chrono::steady_clock::now() + options.spin_for;
-      int pauses = 16;
-      do {
-        for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
-        pauses = std::min(pauses * 2, max_spin_pauses);
-        item = find_work(&self);
-      } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
-    }
+    work_item* item = was_woken ? nullptr : find_work(&self);
+    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) item = search(self, wake);
     if (item != nullptr) {
       execute(item, &self);
       continue;
@@ -478,6 +511,8 @@ void scheduler::impl::run_worker(worker& self) {
     auto key = wake.prepare_wait();
     if ((item = find_work(&self)) != nullptr) {
       wake.cancel_wait();
+      // Found after the search ended: launches may have left their wake-ups to that search.
+      hand_on_search(wake, self.kind);
       execute(item, &self);
       continue;
     }

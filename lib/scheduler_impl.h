@@ -223,6 +223,16 @@ struct scheduler::impl {
 
   void schedule(work_item* item, priority p);
   void wake_for(priority p);
+  // wake_kind wakes a parked worker of the kind whose wake-ups `wake` carries, unless one
+  // of that kind is searching.
+  void wake_kind(detail::event_count<>& wake, worker_kind kind);
+  // search looks for work as one of the kind's searchers (`searching`), spinning up to
+  // options.spin_for; a launch made meanwhile may leave its wake-up to the search. Whoever
+  // finds work as the last searcher hands the search on (hand_on_search): that launch may
+  // have queued more than it took.
+  work_item* search(worker& self, detail::event_count<>& wake);
+  // hand_on_search wakes a parked worker of `kind` to search next, unless one searches.
+  void hand_on_search(detail::event_count<>& wake, worker_kind kind);
   work_item* find_work(worker* self);
   work_item* find_work_as_helper();
   work_item* steal(worker* thief);
@@ -271,6 +281,13 @@ struct scheduler::impl {
   std::array<counted_queue, priority_count> injection;
   detail::event_count<> foreground_wake;
   detail::event_count<> background_wake;
+  // searching counts the workers of each kind searching for work: those spinning after a
+  // look found nothing, and those just woken. While one is, a launch wakes nobody (it will
+  // be found), and the last searcher to find work wakes the next, which searches in turn;
+  // so does a worker that finds work in its last look before parking. Without it a
+  // launcher feeding a wide pool pays a futex wake per task, as each idle worker parks and
+  // is woken again. Go's scheduler counts its spinning threads so, the woken among them.
+  alignas(detail::cache_line) std::array<std::atomic<std::uint32_t>, 2> searching{};
   std::array<standby_pool, 2> standby;  // indexed by worker_kind
 
   // parked: low 32 bits count parked threads, high 32 bits count park/unpark transitions,

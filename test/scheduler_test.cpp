@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -176,6 +177,42 @@ TEST_CASE("scheduler: sleeping workers wake for work — half the jobs wait for 
     }
     wait_until([&] { return finished.load(std::memory_order_acquire) == 2 * half; });  // acquire: as above
     CHECK(runners_done.load() == half);
+  }
+}
+
+// Each round launches one job per worker, one at a time from outside, and every job spins
+// until all of them run at once: a job left queued while its launch's wake-up went to nobody
+// never lets its round end. Launches come while workers are still looking for work (a launch
+// may then leave the waking to them, lib/scheduler.cpp "searching") and, every fourth round,
+// once every worker parked. A round that stalls is given up after 20 s and fails.
+TEST_CASE("scheduler stress: jobs launched one by one to idle workers each get a worker of their own" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < stress_repeat(); ++repeat) {
+    for (unsigned workers : {2u, 3u, 4u, 8u}) {
+      CAPTURE(workers);
+      scheduler pool(pool_of(workers));
+      for (int round = 0; round < 150; ++round) {
+        CAPTURE(round);
+        if (round % 4 == 0) wait_until_all_parked(pool);
+        std::atomic<unsigned> running{0};
+        std::atomic<unsigned> finished{0};
+        std::atomic<bool> given_up{false};
+        for (unsigned i = 0; i < workers; ++i) {
+          launch(pool, [&] {
+            running.fetch_add(1);
+            wait_until([&] { return running.load() == workers || given_up.load(); });
+            finished.fetch_add(1);
+          });
+        }
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        wait_until([&] { return running.load() == workers || std::chrono::steady_clock::now() > deadline; });
+        bool all_at_once = running.load() == workers;
+        given_up.store(true);
+        wait_until([&] { return finished.load() == workers; });  // a stranded job runs once a worker is free
+        CHECK(all_at_once);
+        if (!all_at_once) break;
+      }
+    }
   }
 }
 

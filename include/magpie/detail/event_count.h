@@ -116,7 +116,18 @@ class event_count {
     // before we read the waiter count.
     Atomics::chaos_point(chaos::site::wake);
     Atomics::fence_seq_cst();
-    std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
+    return notify_one_unless(nullptr);
+  }
+
+  // notify_one_unless is notify_one for a caller that has made the fence itself, and that
+  // may skip the wake-up while `covered` (when given) is non-zero: a word the would-be
+  // waker's helpers raise while they look for the work anyway (searching workers). It is
+  // read only when a waiter needs a wake-up, after the fence, so a helper that lowers it,
+  // then fences and looks again, sees what the caller published.
+  bool notify_one_unless(const atomic<std::uint32_t>* covered) noexcept {
+    std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the caller's fence
+    if (signals_in(seen) == waiters_in(seen)) return false;
+    if (covered != nullptr && covered->load(std::memory_order_relaxed) != 0) return false;  // relaxed: ordered by the caller's fence
     do {
       // Nobody waits, or every waiter already has a wake-up coming: nothing to do.
       if (signals_in(seen) == waiters_in(seen)) return false;
