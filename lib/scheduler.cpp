@@ -394,13 +394,15 @@ void scheduler::impl::execute(work_item* item, worker* self) {
   context = outer;
 }
 
-work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake) {
+work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken) {
   std::atomic<std::uint32_t>& searchers = searching[index_of(self.kind)];
   searchers.fetch_add(1, std::memory_order_relaxed);  // relaxed: the fence below publishes it
   // Dekker with wake_kind's fence: a launcher that reads the count raised pushed before
   // it, and our looks below see that push.
-  detail::std_atomics::fence_seq_cst();
-  work_item* item = find_work(&self);
+  detail::std_atomics::fence_after_atomic();
+  // A worker just woken looks at once; one whose look just failed first pauses (each look
+  // costs the deques' owners a cache-line transfer, below).
+  work_item* item = woken ? find_work(&self) : nullptr;
   if (item == nullptr && options.spin_for.count() > 0) {
     // Each look reads the other threads' deque ends, which costs their next push or pop a
     // cache-line transfer; looking ever less often (up to every ~2.5 µs) keeps a spinning
@@ -416,16 +418,24 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake) {
   // relaxed: the fence that follows (the hand-on's, or the park's prepare_wait) orders it
   // before this thread's next look, against wake_kind's fence
   const bool last_searcher = searchers.fetch_sub(1, std::memory_order_relaxed) == 1;
-  if (item != nullptr && last_searcher) hand_on_search(wake, self.kind);
+  // The decrement's own barrier stands for wake_kind's fence (hand_on_search).
+  if (item != nullptr && last_searcher) hand_on_search(wake, self.kind, /*fenced=*/true);
   return item;
 }
 
-void scheduler::impl::hand_on_search(detail::event_count<>& wake, worker_kind kind) {
+void scheduler::impl::hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced) {
   // A lone worker without standby workers has nobody to hand on to: skip the fence.
   const unsigned kind_size = kind == worker_kind::foreground ? foreground_count
                                                              : static_cast<unsigned>(workers.size()) - foreground_count;
   // relaxed: a standby created since is woken by enter_blocking's notify_all, and searches
-  if (kind_size > 1 || standby[index_of(kind)].created.load(std::memory_order_relaxed) != 0) wake_kind(wake, kind);
+  if (kind_size <= 1 && standby[index_of(kind)].created.load(std::memory_order_relaxed) == 0) return;
+  if (!fenced) {
+    wake_kind(wake, kind);
+    return;
+  }
+  detail::chaos::point(detail::chaos::site::wake);
+  detail::std_atomics::fence_after_atomic();  // after the searcher's decrement, as wake_kind's fence
+  wake.notify_one_unless(&searching[index_of(kind)]);
 }
 
 void scheduler::impl::park_state_change(std::int64_t parked_delta) {
@@ -502,7 +512,7 @@ void scheduler::impl::run_worker(worker& self) {
       detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_entered, this);
     }
     work_item* item = was_woken ? nullptr : find_work(&self);
-    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) item = search(self, wake);
+    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) item = search(self, wake, was_woken);
     if (item != nullptr) {
       execute(item, &self);
       continue;
@@ -512,7 +522,7 @@ void scheduler::impl::run_worker(worker& self) {
     if ((item = find_work(&self)) != nullptr) {
       wake.cancel_wait();
       // Found after the search ended: launches may have left their wake-ups to that search.
-      hand_on_search(wake, self.kind);
+      hand_on_search(wake, self.kind, /*fenced=*/false);
       execute(item, &self);
       continue;
     }

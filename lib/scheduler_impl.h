@@ -230,9 +230,11 @@ struct scheduler::impl {
   // options.spin_for; a launch made meanwhile may leave its wake-up to the search. Whoever
   // finds work as the last searcher hands the search on (hand_on_search): that launch may
   // have queued more than it took.
-  work_item* search(worker& self, detail::event_count<>& wake);
-  // hand_on_search wakes a parked worker of `kind` to search next, unless one searches.
-  void hand_on_search(detail::event_count<>& wake, worker_kind kind);
+  // `woken`: the worker has just returned from its park (else its first look just failed).
+  work_item* search(worker& self, detail::event_count<>& wake, bool woken);
+  // hand_on_search wakes a parked worker of `kind` to search next, unless one searches;
+  // `fenced`: the caller's last atomic operation was a read-modify-write (fence_after_atomic).
+  void hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced);
   work_item* find_work(worker* self);
   work_item* find_work_as_helper();
   work_item* steal(worker* thief);

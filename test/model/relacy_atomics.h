@@ -164,6 +164,7 @@ struct relacy_atomics {
   // The asymmetric barriers are modelled as the fences they stand for: membarrier makes
   // the light side's compiler barrier act as a full fence at some point of its thread, and
   // the Dekker argument needs no more than a fence there and one on the heavy side.
+  static void fence_after_atomic() { fence_seq_cst(); }
   static void light_barrier() { fence_seq_cst(); }
   static void chaos_point(magpie::detail::chaos::site) {}
   static void heavy_barrier() { fence_seq_cst(); }

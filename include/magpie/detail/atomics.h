@@ -56,6 +56,17 @@ struct std_atomics {
 #endif
   }
 
+  // fence_after_atomic is fence_seq_cst for a caller whose last atomic operation was a
+  // read-modify-write: on x86-64 that locked instruction already is a full barrier, so only
+  // the compiler is held back (as Linux's smp_mb__after_atomic).
+  static void fence_after_atomic() noexcept {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#else
+    fence_seq_cst();
+#endif
+  }
+
   // light_barrier and heavy_barrier are the halves of an asymmetric Dekker barrier: a store,
   // light_barrier, a look on one side and a store, heavy_barrier, a look on the other never
   // both miss the other's store. The light half, taken on a hot path (a task's completion by
