@@ -15,6 +15,7 @@ every mutant, also on Ctrl-C or SIGTERM; a journal restores it after a hard kill
                                                   so the checkout stays editable meanwhile
   tools/order_mutants.py --list                   the mutants, nothing run
   tools/order_mutants.py --report                 rewrite the table in docs/testing.md
+  tools/order_mutants.py --import-table           rebuild a lost results.json from that table
   tools/order_mutants.py --only deque --retest survived --budget 30m
 
 Results are cached in build/mutants/results.json, keyed by file, operation text and
@@ -827,6 +828,94 @@ def write_docs(results, ops, notes_path=ROOT / "tools" / "order_mutants_notes.js
     print(f"docs/testing.md: {counts}, kill rate {rate}")
 
 
+STALE = " (on an earlier version of the function; not re-run since)"
+
+
+def table_revision():
+    """The commit that wrote the table in docs/testing.md as it stands (the oldest of the newest
+    run of commits holding it), or None when the table was never committed."""
+    def block(text):
+        return text[text.index(BEGIN):text.index(END)] if BEGIN in text and END in text else None
+
+    def git(*argv):
+        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True).stdout
+
+    current, found = block((ROOT / "docs" / "testing.md").read_text()), None
+    for rev in git("log", "--format=%H", "--", "docs/testing.md").split():
+        if block(git("show", f"{rev}:docs/testing.md")) != current:
+            break
+        found = rev
+    return found
+
+
+def import_table(path: Path):
+    """Rebuilds a results file from the table in docs/testing.md. Rows are matched to mutants by
+    file, function, operation, mutant and occurrence, as discovered in the code the table was
+    generated from (the commit that wrote it; else the checkout), so a result keeps the context
+    it was tested on and reads stale once its function has changed since. Rows marked as on an
+    earlier version get a context no code has; "not run" rows are left out."""
+    import tempfile
+    if path.exists():
+        sys.exit(f"error: {path} exists; it is a better record than the table (move it away)")
+    text = (ROOT / "docs" / "testing.md").read_text()
+    if BEGIN not in text or END not in text:
+        sys.exit("error: no table in docs/testing.md")
+    rev = table_revision()
+    with tempfile.TemporaryDirectory() as tmp:
+        if rev:
+            for rel in SCOPE:
+                shown = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True)
+                if shown.returncode == 0:
+                    (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (Path(tmp) / rel).write_bytes(shown.stdout)
+        ops = discover(Path(tmp) if rev else ROOT, SCOPE)
+    print(f"table written at {rev[:12] if rev else 'an uncommitted state'}; "
+          f"matching it to the code {'there' if rev else 'in the checkout'}")
+    seen, by_row = {}, {}
+    for m in (m for op in ops for m in mutants_of(op)):
+        row = (m.op.file.replace("include/magpie/detail/", "detail/"), m.op.function, m.op.op, m.label)
+        seen[row] = seen.get(row, 0) + 1
+        by_row[row + (seen[row],)] = m
+    results, counts, seen = {"mutants": {}}, {"imported": 0, "stale": 0, "not run": 0,
+                                              "unmatched": 0, "line moved": 0}, {}
+    block = text[text.index(BEGIN):text.index(END)]
+    for line in block.splitlines():
+        cells = line[2:-2].split(" | ", 5)
+        where = re.fullmatch(r"`(.+)` \((\d+)\)", cells[1]) if len(cells) == 6 else None
+        if not where:
+            continue  # the header, its rule, the prose
+        row = (cells[0].strip("`"), where.group(1), cells[2].strip("`"), cells[3])
+        seen[row] = seen.get(row, 0) + 1
+        m = by_row.get(row + (seen[row],))
+        result = cells[4]
+        stale = result.endswith(STALE)
+        result = result[:-len(STALE)] if stale else result
+        if m is None:
+            counts["unmatched"] += 1
+            print(f"  no such mutant: {line}")
+            continue
+        counts["line moved"] += m.op.line != int(where.group(2))
+        if result.startswith("killed: "):
+            status, by = "killed", result[len("killed: "):]
+        elif result == "**survived**":
+            status, by = "survived", ""
+        elif result.startswith("invalid (") and result.endswith(")"):
+            status, by = "invalid", result[len("invalid ("):-1]
+        else:
+            counts["not run"] += 1
+            continue
+        counts["imported"] += 1
+        counts["stale"] += stale
+        results["mutants"][m.key] = dict(
+            status=status, killed_by=by, file=m.op.file, line=m.op.line, function=m.op.function,
+            op=m.op.op, text=m.op.text, label=m.label, old=m.old, new=m.new,
+            context="(imported as stale)" if stale else m.op.context,
+            imported=f"docs/testing.md at {rev or 'the checkout'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, sort_keys=True))
+    print(f"{path}: {counts}")
+
+
 def parse_budget(text: str) -> float:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
     if not m:
@@ -855,10 +944,15 @@ def main():
     p.add_argument("--results", help="results file (default build/mutants/results.json)")
     p.add_argument("--list", action="store_true", help="list the mutants and stop")
     p.add_argument("--report", action="store_true", help="only rewrite the table in docs/testing.md")
+    p.add_argument("--import-table", action="store_true",
+                   help="rebuild the results file from the table in docs/testing.md (if it was lost)")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/testing.md at the end")
     args = p.parse_args()
+    path = Path(args.results) if args.results else ROOT / "build" / "mutants" / "results.json"
+    if args.import_table:
+        import_table(path)
+        return
     if args.report:
-        path = Path(args.results) if args.results else ROOT / "build" / "mutants" / "results.json"
         results = json.loads(path.read_text()) if path.exists() else {"mutants": {}}
         ops = discover(ROOT, SCOPE)
         migrate(results, [m for op in ops for m in mutants_of(op)])
