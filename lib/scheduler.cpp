@@ -68,7 +68,9 @@ std::uint64_t next_serial() noexcept {
 }  // namespace
 
 bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
-  scheduler::impl* seen = living[index].load(std::memory_order_relaxed);  // relaxed: the CASes below order
+  // acquire: pairs with the previous owner's release of the slot (nullptr or retired), so
+  // its start_closing's store comes before our clearing of the flag below, not after it
+  scheduler::impl* seen = living[index].load(std::memory_order_acquire);
   // Open again before the slot is published: the CAS's release carries it to a pinner that
   // reads the new owner (scheduler_pin reads the owner, then the flag).
   if (seen == nullptr || seen == retired()) closing[index].store(false, std::memory_order_relaxed);  // relaxed: as said
