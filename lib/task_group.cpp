@@ -80,7 +80,7 @@ void task_group::spawn_general(detail::group_child_base* child, priority at) {
     // The common case without schedule()'s second look at the thread: normal work onto our
     // own deque (an attached thread's only while the scheduler accepts work from outside).
     if (own != nullptr && at == priority::normal &&
-        (context.self != nullptr || owner_->accepting.load(std::memory_order_acquire))) {  // acquire: as schedule's check
+        (context.self != nullptr || owner_->accepting.load(std::memory_order_relaxed))) {  // relaxed: see task_group.h's spawn
       own->push(child);
       owner_->wake_for(at);
       return;
