@@ -32,16 +32,11 @@ constinit thread_local lent_record lent_records[records_per_thread] = {};
 constinit thread_local unsigned next_replaced = 0;
 constinit thread_local bool records_returned = false;  // the thread is exiting: borrow no more
 
-// The record found last, by its scheduler's serial and its deque: a thread launching on one
-// scheduler finds its deque with one comparison. Cleared when that record is given back.
-constinit thread_local std::uint64_t last_found_serial = 0;
-constinit thread_local detail::work_stealing_deque<work_item*>* last_found_deque = nullptr;
-
 // give_back returns the deque `record` names, if its scheduler still lives and is not
 // closing, and clears the record.
 void give_back(lent_record& record) noexcept {
   if (record.serial == 0) return;
-  if (record.serial == last_found_serial) last_found_serial = 0;
+  if (record.serial == detail::last_lent_serial) detail::last_lent_serial = 0;
   scheduler_pin pin(record.slot);
   if (scheduler::impl* owner = pin.get(); owner != nullptr && owner->serial == record.serial) {
     // release: pairs with the next borrower's CAS, which then sees this thread's last push
@@ -63,20 +58,24 @@ struct lent_records_return {
 
 }  // namespace
 
-detail::work_stealing_deque<work_item*>* scheduler::impl::borrowed_deque() noexcept {
-  if (last_found_serial == serial) return last_found_deque;
+namespace detail {
+constinit thread_local std::uint64_t last_lent_serial = 0;
+constinit thread_local work_stealing_deque<work_item*>* last_lent_deque = nullptr;
+}  // namespace detail
+
+detail::work_stealing_deque<work_item*>* scheduler::impl::find_borrowed_deque() noexcept {
   for (const lent_record& record : lent_records) {
     if (record.serial == serial) {
-      last_found_serial = serial;
-      last_found_deque = &lent[record.index].deque;
-      return last_found_deque;
+      detail::last_lent_serial = serial;
+      detail::last_lent_deque = &lent[record.index].deque;
+      return detail::last_lent_deque;
     }
   }
   return nullptr;
 }
 
-detail::work_stealing_deque<work_item*>* scheduler::impl::lend_deque() noexcept {
-  if (auto* held = borrowed_deque()) return held;
+detail::work_stealing_deque<work_item*>* scheduler::impl::lend_deque_slowly() noexcept {
+  if (auto* held = find_borrowed_deque()) return held;
   return records_returned ? nullptr : lend_new_deque();
 }
 

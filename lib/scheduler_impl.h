@@ -270,6 +270,9 @@ struct scheduler::impl {
   detail::work_stealing_deque<work_item*>* lend_deque() noexcept;
   // borrowed_deque is the deque lent to the calling thread, if it holds one.
   detail::work_stealing_deque<work_item*>* borrowed_deque() noexcept;
+  // Past the one-comparison look at the deque found last (inline below).
+  detail::work_stealing_deque<work_item*>* find_borrowed_deque() noexcept;
+  detail::work_stealing_deque<work_item*>* lend_deque_slowly() noexcept;
   detail::work_stealing_deque<work_item*>* lend_new_deque() noexcept;
   void discard_stranded_named_work();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
@@ -310,6 +313,22 @@ struct scheduler::impl {
   // Bit i: lent[i] has ever been lent; thieves and shutdown look only at those.
   std::atomic<std::uint32_t> lent_deques_in_use{0};
 };
+
+namespace detail {
+// The deque lent to this thread that was found last, by its scheduler's serial: a thread
+// launching on one scheduler finds its deque with one comparison, inline. Cleared when that
+// deque is given back (lib/lent_deques.cpp).
+extern constinit thread_local std::uint64_t last_lent_serial;
+extern constinit thread_local work_stealing_deque<work_item*>* last_lent_deque;
+}  // namespace detail
+
+inline detail::work_stealing_deque<work_item*>* scheduler::impl::borrowed_deque() noexcept {
+  return detail::last_lent_serial == serial ? detail::last_lent_deque : find_borrowed_deque();
+}
+
+inline detail::work_stealing_deque<work_item*>* scheduler::impl::lend_deque() noexcept {
+  return detail::last_lent_serial == serial ? detail::last_lent_deque : lend_deque_slowly();
+}
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const thread_context& context) {
   if (context.owner == this) return context.deque;

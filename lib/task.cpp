@@ -454,14 +454,7 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     context.wakes_workers = !owner->workers.empty();
     ++context.running;
     task->apply(task_op::run);
-    context.owner = saved.owner;
-    context.facade = saved.facade;
-    context.self = saved.self;
-    context.named = saved.named;
-    context.deque = saved.deque;
-    context.push_gate = saved.push_gate;
-    context.wakes_workers = saved.wakes_workers;
-    context.running = saved.running;
+    context = saved;  // whatever the body changed in it, it changed back (attach, helping)
   }
   if (tracing::on(tracing::task)) [[unlikely]] {
     tracing::record(event_kind::task_finished, task, nullptr, 0, task->has_flag(has_exception) ? 1 : 0);

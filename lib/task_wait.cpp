@@ -304,11 +304,15 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   if (task->target == target_none && took_back(own_deque_for(task), task)) return run_taken_back(task, depth, through);
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
   scheduler_pin pin(task->owner_index);
-  if (pin.get() == nullptr || !can_retract_here(task)) return task->is_completed();
-  // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
-  if (task->target == target_none && this_thread_context().owner == nullptr &&
-      took_back(pin.get()->borrowed_deque(), task)) {
-    return run_taken_back(task, depth, through);
+  if (pin.get() == nullptr) return task->is_completed();  // retired, or closing: see can_retract_here
+  if (task->target == target_none) {
+    if (task->kind() != task_kind::queued) return task->is_completed();  // as can_retract_here
+    // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
+    if (this_thread_context().owner == nullptr && took_back(pin.get()->borrowed_deque(), task)) {
+      return run_taken_back(task, depth, through);
+    }
+  } else if (!can_retract_here(task)) {
+    return task->is_completed();
   }
   bool takes_prerequisites = false;
   return task->state.try_begin_execution(takes_prerequisites) ? (run_here(task, takes_prerequisites, depth), true)
