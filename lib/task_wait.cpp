@@ -92,6 +92,53 @@ work_stealing_deque<work_item*>* own_deque_for(const task_base* task) noexcept {
   return context.owner == owner_of(task) ? context.deque : nullptr;
 }
 
+// Stale entries. A waiter that claims a task out of the middle of the deque it launched
+// it onto (waits in random order) leaves the entry there, holding the queue's reference,
+// for whoever reaches it: a worker popping or stealing it drops it. A thread that is not a
+// worker pops its deque only when it waits, so with no workers stealing, those entries
+// would pile up, each keeping its task alive. Such a thread trims them itself: when a
+// take-back uncovers the entry below the one it took, it pops the newest entries while
+// they are tasks already begun, and drops them. So the newest entry is never a stale one
+// this thread made (a claim out of the middle is never of the newest: that one is taken
+// back), and the last wait of a batch, a take-back, clears the rest. Tasks are recognised
+// by their handlers (each task type has its own, and nothing else queued has a task's):
+// those of the last few types it claimed so.
+constexpr std::size_t stale_types = 4;
+constinit thread_local std::array<work_item::handler_fn, stale_types> stale_handlers{};
+constinit thread_local unsigned next_stale_handler = 0;
+// How many entries this thread may have left stale and not trimmed yet: an estimate (a
+// worker may drop some, and a claimed task may have been queued elsewhere); it only says
+// whether to look.
+constinit thread_local std::size_t stale_left = 0;
+
+bool is_stale_task(work_item* item) noexcept {
+  for (work_item::handler_fn handler : stale_handlers) {
+    if (handler == item->handler) return static_cast<task_base*>(item)->state.has_begun();
+  }
+  return false;
+}
+
+// trim_stale drops the stale entries on top of `own`, this thread's deque.
+void trim_stale(work_stealing_deque<work_item*>* own) noexcept {
+  // Popped before it is looked at: once popped, the entry's reference is ours to read by.
+  while (stale_left != 0) {
+    std::optional<work_item*> newest = own->pop_matching(is_stale_task);
+    if (!newest) return;
+    --stale_left;
+    release(static_cast<task_base*>(*newest));  // the queue's reference, as run_queued would
+  }
+}
+
+// left_stale notes that this thread, not a worker, claimed `task` (queued, bound to no
+// named thread) past its queue entry, which may be in its own deque.
+void left_stale(const task_base* task) noexcept {
+  if (this_thread_context().self != nullptr) return;  // a worker pops its own deque (a standby has none)
+  if (std::find(stale_handlers.begin(), stale_handlers.end(), task->handler) == stale_handlers.end()) {
+    stale_handlers[next_stale_handler++ % stale_types] = task->handler;
+  }
+  ++stale_left;
+}
+
 // held_reference holds one reference to a task for a scope (none for nullptr).
 class held_reference {
  public:
@@ -301,22 +348,33 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   if (too_deep_to_run_here()) return task->is_completed();
   // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
-  if (task->target == target_none && took_back(own_deque_for(task), task)) return run_taken_back(task, depth, through);
+  if (task->target == target_none) {
+    if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
+      bool done = run_taken_back(task, depth, through);
+      if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own);  // what it uncovered
+      return done;
+    }
+  }
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
   scheduler_pin pin(task->owner_index);
   if (pin.get() == nullptr) return task->is_completed();  // retired, or closing: see can_retract_here
   if (task->target == target_none) {
     if (task->kind() != task_kind::queued) return task->is_completed();  // as can_retract_here
     // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
-    if (this_thread_context().owner == nullptr && took_back(pin.get()->borrowed_deque(), task)) {
-      return run_taken_back(task, depth, through);
+    if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
+        took_back(own, task)) {
+      bool done = run_taken_back(task, depth, through);
+      if (stale_left != 0) trim_stale(own);  // what it uncovered
+      return done;
     }
   } else if (!can_retract_here(task)) {
     return task->is_completed();
   }
   bool takes_prerequisites = false;
-  return task->state.try_begin_execution(takes_prerequisites) ? (run_here(task, takes_prerequisites, depth), true)
-                                                              : task->is_completed();
+  if (!task->state.try_begin_execution(takes_prerequisites)) return task->is_completed();
+  run_here(task, takes_prerequisites, depth);
+  if (task->target == target_none) left_stale(task);
+  return true;
 }
 
 bool try_retract_and_execute(task_base* task, task_base* const* through) noexcept {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <ranges>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -1062,4 +1063,31 @@ TEST_CASE("wait: waiting for this thread's tasks oldest first takes each back, l
   // A task run in place while its entry stayed queued would still be held by that entry.
   CHECK(detail::live_tasks() == before);
   pool.detach();
+}
+
+// Waiting in random order claims most tasks out of the middle of the waiter's deque, where
+// their entries stay, each holding its task, until someone pops them. With no workers
+// nobody else would: the waiter drops the ones that reach its end of the deque, so rounds of
+// random-order waits leave no task alive — from an attached thread and from a plain one.
+TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, with no workers") {
+  for (bool attached : {true, false}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    const std::int64_t before = detail::live_tasks();
+    std::mt19937 shuffler(20261127);
+    for (int round = 0; round < 20; ++round) {
+      CAPTURE(round);
+      std::vector<task<int>> handles;
+      for (int i = 0; i < 500; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+      std::vector<std::size_t> order(handles.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::shuffle(order.begin(), order.end(), shuffler);
+      for (std::size_t index : order) CHECK(handles[index].get_result() == static_cast<int>(index));
+      handles.clear();
+      CHECK(detail::live_tasks() == before);
+    }
+    if (attached) pool.detach();
+  }
 }

@@ -7,6 +7,9 @@
 
 #include <magpie/magpie.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -39,6 +42,18 @@ void wait_all_at_once(std::vector<magpie::task<>>& handles) { magpie::wait_all(h
 
 void wait_oldest_first(std::vector<magpie::task<>>& handles) {
   for (auto& each : handles) each.wait();  // in launch order, one by one
+}
+
+void wait_newest_first(std::vector<magpie::task<>>& handles) {
+  for (auto each = handles.rbegin(); each != handles.rend(); ++each) each->wait();
+}
+
+// wait_in_order waits for the handles one by one in `order` (a permutation, made before the
+// timing: waiting at random).
+auto wait_in_order(const std::vector<std::size_t>& order) {
+  return [&order](std::vector<magpie::task<>>& handles) {
+    for (std::size_t index : order) handles[index].wait();
+  };
 }
 
 }  // namespace
@@ -147,5 +162,14 @@ int main(int argc, char** argv) {
 
     auto oldest_first = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_oldest_first); });
     bench::record(chosen, "magpie", "task_wait_oldest_first_unattached", std::to_string(batch), threads, oldest_first, batch);
+
+    auto newest_first = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_newest_first); });
+    bench::record(chosen, "magpie", "task_wait_newest_first_unattached", std::to_string(batch), threads, newest_first, batch);
+
+    std::vector<std::size_t> order(batch);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(20261127));
+    auto at_random = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_in_order(order)); });
+    bench::record(chosen, "magpie", "task_wait_random_order_unattached", std::to_string(batch), threads, at_random, batch);
   }
 }
