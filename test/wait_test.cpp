@@ -1091,3 +1091,42 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
     if (attached) pool.detach();
   }
 }
+
+// The trimming above races the thieves: workers steal from the same deque while the waiter
+// pops its newest entries to drop the stale ones, and other threads wait for some of the
+// same tasks. Every task runs once, every result is right, nothing stays alive.
+TEST_CASE("wait stress: random-order waits trim stale entries while workers steal and others wait" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 4u}) {
+      for (bool attached : {true, false}) {
+        CAPTURE(workers);
+        CAPTURE(attached);
+        no_leaks leaks;
+        scheduler pool(test::options_with(workers));
+        if (attached) pool.attach(named_thread::game);
+        std::mt19937 shuffler(workers * 2 + (attached ? 1 : 0));
+        for (int round = 0; round < 30; ++round) {
+          std::vector<std::atomic<int>> runs(400);
+          std::vector<task<int>> handles;
+          for (int i = 0; i < 400; ++i) {
+            handles.push_back(pool.launch("part", [&runs, i] {
+              runs[static_cast<std::size_t>(i)].fetch_add(1);
+              return i;
+            }));
+          }
+          std::vector<std::size_t> order(handles.size());
+          std::iota(order.begin(), order.end(), std::size_t{0});
+          std::shuffle(order.begin(), order.end(), shuffler);
+          std::thread other([&handles, &order] {  // waits for the same tasks, from the other end
+            for (auto each = order.rbegin(); each != order.rbegin() + 100; ++each) handles[*each].wait();
+          });
+          for (std::size_t index : order) CHECK(handles[index].get_result() == static_cast<int>(index));
+          other.join();
+          for (const auto& count : runs) CHECK(count.load() == 1);
+        }
+        if (attached) pool.detach();
+      }
+    }
+  }
+}
