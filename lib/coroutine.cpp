@@ -34,6 +34,19 @@ void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, tas
   }
 }
 
+// max_inline_await_depth bounds the bodies on this stack below which an awaited task still
+// runs inline: past it the coroutine suspends as usual, and resumes from a queue with an
+// empty stack (a chain of coroutines each awaiting the next must not recurse without end).
+constexpr unsigned max_inline_await_depth = 64;
+
+bool run_awaited_here(task_base* awaited) noexcept {
+  if (innermost_running != nullptr && innermost_running->depth >= max_inline_await_depth) return false;
+  // (Its own task, already begun, is left alone by retract: the claim fails.)
+  if (awaited->kind() != task_kind::queued) return false;
+  retract(awaited, 0, nullptr, /*finish_open=*/false);  // its resumption may link to it (retract)
+  return awaited->is_completed();
+}
+
 void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept {
   owner->ensure_extras().exception = std::move(failure);
   owner->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion

@@ -190,7 +190,11 @@ event_count<>& waiters_of(const void* task) noexcept;
 // the pointer of the handle the caller waits through; if it still holds `task` once the
 // task completed here, the queue's reference is left to the handles
 // (task_state::leave_reference_to_handles) — a body may have dropped that handle.
-bool retract(task_base* task, unsigned depth, task_base* const* through = nullptr) noexcept;
+// `finish_open`: a task taken back off this thread's deque may complete without closing its
+// subsequent list (finish_open, task_wait.cpp): right when nothing links to it later, costly
+// (a heavy barrier per later link) when something does — a coroutine awaiting it, whose
+// resumption may link to it after it returned.
+bool retract(task_base* task, unsigned depth, task_base* const* through = nullptr, bool finish_open = true) noexcept;
 
 // pipe_access reaches a pipe's private state.
 struct pipe_access {

@@ -259,11 +259,16 @@ bool finish_begun(task_base* task, task_base* const* through) noexcept {
 // run_taken_back runs a task whose queue entry this thread took back off its own deque,
 // unless another waiter began it first, and disposes of the queue's reference that came
 // with the entry. True when the task is complete or ran here.
-bool run_taken_back(task_base* task, unsigned depth, task_base* const* through) noexcept {
+bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool open = true) noexcept {
   bool takes_prerequisites = false;
-  if (!task->state.try_begin_execution(takes_prerequisites, /*open=*/true)) {
+  if (!task->state.try_begin_execution(takes_prerequisites, open)) {
     bool done = task->is_completed();
     release(task);
+    return done;
+  }
+  if (!open) {
+    bool done = run_here(task, takes_prerequisites, depth);
+    release(task);  // the queue's reference
     return done;
   }
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
@@ -315,7 +320,7 @@ event_count<>& waiters_of(const void* task) noexcept {
   return table[(bits ^ (bits >> 6) ^ (bits >> 12)) % table.size()].events;
 }
 
-bool retract(task_base* task, unsigned depth, task_base* const* through) noexcept {
+bool retract(task_base* task, unsigned depth, task_base* const* through, bool finish_open) noexcept {
   if (task->is_completed()) return true;
   if (depth > max_retraction_depth) return false;
   // Prerequisites first. An event's list is read only once triggered: until then its
@@ -350,7 +355,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
   if (task->target == target_none) {
     if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
-      bool done = run_taken_back(task, depth, through);
+      bool done = run_taken_back(task, depth, through, finish_open);
       if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own);  // what it uncovered
       return done;
     }
@@ -363,7 +368,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through) noexcep
     // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
     if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
         took_back(own, task)) {
-      bool done = run_taken_back(task, depth, through);
+      bool done = run_taken_back(task, depth, through, finish_open);
       if (stale_left != 0) trim_stale(own);  // what it uncovered
       return done;
     }

@@ -73,6 +73,30 @@ TEST_CASE("coroutine: co_await of a completed task continues at once, without su
   CHECK(same.get_result());
 }
 
+// Work first: an awaited task that has not started (with what it waits for) runs on the
+// coroutine's thread at once, as a wait would retract it, and the coroutine goes on in the
+// same task, never suspended. With no workers nothing else could take them first.
+TEST_CASE("coroutine: co_await of a task not started runs it here first, without suspending") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task<bool> same = pool.launch("work first", [&pool]() -> coro<bool> {
+    detail::task_base* before = detail::current_task();
+    std::thread::id thread = std::this_thread::get_id();
+    std::thread::id first_thread, second_thread;
+    task<int> first = pool.launch("first", [&first_thread] {
+      first_thread = std::this_thread::get_id();
+      return 3;
+    });
+    task<int> second = pool.launch("second", [&second_thread, first] {
+      second_thread = std::this_thread::get_id();
+      return first.get_result() + 4;
+    }, first);
+    int value = co_await second;
+    co_return value == 7 && first_thread == thread && second_thread == thread && detail::current_task() == before;
+  });
+  CHECK(same.get_result());
+}
+
 TEST_CASE("coroutine: a suspended coroutine gives its worker back to other work") {
   no_leaks leaks;
   scheduler pool(test::options_with(1));

@@ -83,6 +83,10 @@ class token_for_segment {
 // is scheduled), then resumes it as a task placed `where` (lib/coroutine.cpp).
 void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where);
 
+// run_awaited_here runs a task a coroutine awaits that has not started, on this thread, as
+// a wait would retract it; true when it completed so (lib/coroutine.cpp).
+bool run_awaited_here(task_base* awaited) noexcept;
+
 // hand_over_failure gives the owner the coroutine's exception (lib/coroutine.cpp).
 void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept;
 
@@ -145,7 +149,9 @@ class task_awaiter {
  public:
   explicit task_awaiter(const task<R>& awaited) noexcept : awaited_(awaited) {}
 
-  bool await_ready() const noexcept { return awaited_.is_completed(); }
+  // A task not started yet runs here first (work-first, as a wait's retraction would), and
+  // the coroutine goes on without suspending.
+  bool await_ready() const noexcept { return awaited_.is_completed() || run_awaited_here(awaited_.base()); }
   template <class Promise>
   void await_suspend(std::coroutine_handle<Promise> frame) {
     coro_promise_base& promise = as_magpie_promise(frame);
