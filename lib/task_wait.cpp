@@ -107,9 +107,14 @@ constexpr std::size_t stale_types = 4;
 constinit thread_local std::array<work_item::handler_fn, stale_types> stale_handlers{};
 constinit thread_local unsigned next_stale_handler = 0;
 // How many entries this thread may have left stale and not trimmed yet: an estimate (a
-// worker may drop some, and a claimed task may have been queued elsewhere); it only says
-// whether to look.
+// worker may drop some, and a claimed task may have been queued elsewhere, by another
+// thread); it only says whether to look. A look that finds nothing costs a pop and a push,
+// so after max_stale_misses such looks in a row the estimate is dropped: claims of other
+// threads' tasks must not tax every later take-back. (Forgetting loses no entry for good:
+// the next look, after the next claim, drops every stale entry on top, however many.)
 constinit thread_local std::size_t stale_left = 0;
+constinit thread_local unsigned stale_misses = 0;
+constexpr unsigned max_stale_misses = 16;
 
 bool is_stale_task(work_item* item) noexcept {
   for (work_item::handler_fn handler : stale_handlers) {
@@ -120,12 +125,18 @@ bool is_stale_task(work_item* item) noexcept {
 
 // trim_stale drops the stale entries on top of `own`, this thread's deque.
 void trim_stale(work_stealing_deque<work_item*>* own) noexcept {
+  bool dropped = false;
   // Popped before it is looked at: once popped, the entry's reference is ours to read by.
-  while (stale_left != 0) {
-    std::optional<work_item*> newest = own->pop_matching(is_stale_task);
-    if (!newest) return;
-    --stale_left;
+  while (std::optional<work_item*> newest = own->pop_matching(is_stale_task)) {
+    dropped = true;
+    if (stale_left != 0) --stale_left;
     release(static_cast<task_base*>(*newest));  // the queue's reference, as run_queued would
+  }
+  if (dropped) {
+    stale_misses = 0;
+  } else if (++stale_misses == max_stale_misses) {
+    stale_left = 0;
+    stale_misses = 0;
   }
 }
 
