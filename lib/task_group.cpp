@@ -166,12 +166,14 @@ void task_group::join(std::uint32_t ran_here) noexcept {
     // This thread already works for the scheduler (it has its own deque), so the child's
     // handler runs directly.
     if (own != nullptr) {
-      if (auto mine = own->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
+      bool pushed_back = false;
+      if (auto mine = own->pop_matching([this](detail::work_item* item) { return is_child(item); }, pushed_back)) {
         (*mine)->handler(*mine, detail::work_action::run_joined);
         ++ran_here;
         spins = 0;
         continue;
       }
+      if (pushed_back) wake_workers();  // for what went back: a thief may have found it gone (pop_matching)
     }
     if (run_private_children()) {
       spins = 0;

@@ -124,14 +124,19 @@ bool is_stale_task(work_item* item) noexcept {
 }
 
 // trim_stale drops the stale entries on top of `own`, this thread's deque.
-void trim_stale(work_stealing_deque<work_item*>* own) noexcept {
+void trim_stale(work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
   bool dropped = false;
+  bool pushed_back = false;
   // Popped before it is looked at: once popped, the entry's reference is ours to read by.
-  while (std::optional<work_item*> newest = own->pop_matching(is_stale_task)) {
+  while (std::optional<work_item*> newest = own->pop_matching(is_stale_task, pushed_back)) {
     dropped = true;
     if (stale_left != 0) --stale_left;
     release(static_cast<task_base*>(*newest));  // the queue's reference, as run_queued would
   }
+  // A worker that looked while the entry was out may have parked: the entry needs the
+  // wake-up its launch gave (found by the task-graph fuzzer: a ready task stranded beside
+  // parked workers).
+  if (pushed_back) owner->wake_for(priority::normal);
   if (dropped) {
     stale_misses = 0;
   } else if (++stale_misses == max_stale_misses) {
@@ -367,7 +372,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   if (task->target == target_none) {
     if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
       bool done = run_taken_back(task, depth, through, finish_open);
-      if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own);  // what it uncovered
+      if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner_of(task));  // what it uncovered
       return done;
     }
   }
@@ -380,7 +385,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
         took_back(own, task)) {
       bool done = run_taken_back(task, depth, through, finish_open);
-      if (stale_left != 0) trim_stale(own);  // what it uncovered
+      if (stale_left != 0) trim_stale(own, pin.get());  // what it uncovered
       return done;
     }
   } else if (!can_retract_here(task)) {

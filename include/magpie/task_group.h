@@ -126,9 +126,12 @@ class task_group {
       std::uint32_t ran_here = 0;
       // relaxed: this thread's own count (see outstanding)
       if (spawned_at_home_.load(std::memory_order_relaxed) != home_counted_) {
-        if (auto mine = home_deque_->pop_matching([this](detail::work_item* item) { return is_child(item); })) {
+        bool pushed_back = false;
+        if (auto mine = home_deque_->pop_matching([this](detail::work_item* item) { return is_child(item); }, pushed_back)) {
           (*mine)->handler(*mine, detail::work_action::run_joined);
           ran_here = 1;
+        } else if (pushed_back) {
+          wake_workers();  // for what went back: a thief may have found it gone (pop_matching)
         }
       }
       // acquire: pairs with child_done, as join's loads

@@ -85,11 +85,15 @@ class work_stealing_deque {
   // pop_matching pops the newest item only if `wanted(item)` holds (else it stays): a
   // joining thread takes only its own children. The item is popped before `wanted` looks
   // at it — a slot may hold an item a thief already took and freed. Owner thread only.
+  // `pushed_back` says whether an unwanted item went back: while it was out a thief may have
+  // found the deque empty and gone to sleep, so a caller whose thieves park wakes one then.
   template <class Wanted>
-  std::optional<T> pop_matching(Wanted&& wanted) {
+  std::optional<T> pop_matching(Wanted&& wanted, bool& pushed_back) {
+    pushed_back = false;
     std::optional<T> taken = pop();
     if (!taken || wanted(*taken)) return taken;
     push(*taken);  // back where it was, at the bottom
+    pushed_back = true;
     return std::nullopt;
   }
 
