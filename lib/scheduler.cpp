@@ -298,11 +298,15 @@ void scheduler::impl::wake_for(priority p) {
   }
 }
 
-void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind) {
+void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind, bool after_atomic) {
   detail::chaos::point(detail::chaos::site::wake);
   // Dekker with a parking worker's prepare_wait, and with a searcher's leaving the search
   // (run_worker): the work pushed is visible to either before we read their words.
-  detail::std_atomics::fence_seq_cst();
+  if (after_atomic) {
+    detail::std_atomics::fence_after_atomic();
+  } else {
+    detail::std_atomics::fence_seq_cst();
+  }
   wake.notify_one_unless(&searching[index_of(kind)]);
 }
 
@@ -427,17 +431,9 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
 
 void scheduler::impl::hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced) {
   // A lone worker without standby workers has nobody to hand on to: skip the fence.
-  const unsigned kind_size = kind == worker_kind::foreground ? foreground_count
-                                                             : static_cast<unsigned>(workers.size()) - foreground_count;
   // relaxed: a standby created since is woken by enter_blocking's notify_all, and searches
-  if (kind_size <= 1 && standby[index_of(kind)].created.load(std::memory_order_relaxed) == 0) return;
-  if (!fenced) {
-    wake_kind(wake, kind);
-    return;
-  }
-  detail::chaos::point(detail::chaos::site::wake);
-  detail::std_atomics::fence_after_atomic();  // after the searcher's decrement, as wake_kind's fence
-  wake.notify_one_unless(&searching[index_of(kind)]);
+  if (pool_size(kind) <= 1 && standby[index_of(kind)].created.load(std::memory_order_relaxed) == 0) return;
+  wake_kind(wake, kind, fenced);
 }
 
 void scheduler::impl::park_state_change(std::int64_t parked_delta) {

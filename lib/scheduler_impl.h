@@ -224,8 +224,9 @@ struct scheduler::impl {
   void schedule(work_item* item, priority p);
   void wake_for(priority p);
   // wake_kind wakes a parked worker of the kind whose wake-ups `wake` carries, unless one
-  // of that kind is searching.
-  void wake_kind(detail::event_count<>& wake, worker_kind kind);
+  // of that kind is searching. `after_atomic`: the caller's last atomic operation was a
+  // read-modify-write, which stands for the full fence (fence_after_atomic).
+  void wake_kind(detail::event_count<>& wake, worker_kind kind, bool after_atomic = false);
   // search looks for work as one of the kind's searchers (`searching`), spinning up to
   // options.spin_for; a launch made meanwhile may leave its wake-up to the search. Whoever
   // finds work as the last searcher hands the search on (hand_on_search): that launch may
