@@ -294,6 +294,16 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
   return true;
 }
 
+// run_taken_back_and_trim is run_taken_back for a task taken back off `own`, this thread's
+// deque of `owner`, then trims the stale entries the take-back uncovered (a worker pops its
+// own deque itself).
+bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* through, bool finish_open,
+                             work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
+  bool done = run_taken_back(task, depth, through, finish_open);
+  if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
+  return done;
+}
+
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
 // thread's own deque, at once, when they lie on top of it in that order, into `taken`;
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
@@ -371,9 +381,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   // with the queue's reference, instead of leaving a stale entry for a worker to drop.
   if (task->target == target_none) {
     if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
-      bool done = run_taken_back(task, depth, through, finish_open);
-      if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner_of(task));  // what it uncovered
-      return done;
+      return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
     }
   }
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
@@ -384,9 +392,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
     if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
         took_back(own, task)) {
-      bool done = run_taken_back(task, depth, through, finish_open);
-      if (stale_left != 0) trim_stale(own, pin.get());  // what it uncovered
-      return done;
+      return run_taken_back_and_trim(task, depth, through, finish_open, own, pin.get());
     }
   } else if (!can_retract_here(task)) {
     return task->is_completed();
