@@ -300,12 +300,15 @@ void scheduler::impl::wake_for(priority p) {
 
 void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind, bool after_atomic) {
   detail::chaos::point(detail::chaos::site::wake);
-  // Dekker with a parking worker's prepare_wait, and with a searcher's leaving the search
-  // (run_worker): the work pushed is visible to either before we read their words.
+  // Dekker with a parking worker (run_worker: prepare_wait, then the heavy barrier, then a
+  // last look): either that look sees the work pushed, or we see the waiter it announced.
+  // The light half costs a launch nothing on x86; parking, which is rare beside launching,
+  // pays for both. A searcher counted in `searching` leaves the search either with work,
+  // or through that same park, so a launch it covered is never left unseen.
   if (after_atomic) {
     detail::std_atomics::fence_after_atomic();
   } else {
-    detail::std_atomics::fence_seq_cst();
+    detail::std_atomics::light_barrier();
   }
   wake.notify_one_unless(&searching[index_of(kind)]);
 }
@@ -517,6 +520,9 @@ void scheduler::impl::run_worker(worker& self) {
     }
 
     auto key = wake.prepare_wait();
+    // The heavy half of the launches' light barrier (wake_kind): a push whose launcher did
+    // not see this waiter is visible to the look below.
+    detail::std_atomics::heavy_barrier();
     if ((item = find_work(&self)) != nullptr) {
       wake.cancel_wait();
       // Found after the search ended: launches may have left their wake-ups to that search.
