@@ -300,6 +300,7 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
       tick.set_allow_tick_batching(true);
       tick.set_tick_group(ticking_group::post_physics);
       tick.set_end_tick_group(ticking_group::post_physics);
+      if (i % 3 == 0) tick.set_run_on_any_thread(true);  // on the worker: the game-thread ticks wait for it
       if (i % 3 != 0) tick.add_prerequisite(*ticks[static_cast<std::size_t>(i - 1)]);
     }
     for (auto& tick : ticks) tick->register_tick_function(manager);
@@ -314,11 +315,40 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
     auto stats = manager.last_frame_stats();
     if (batching) {
       CHECK(stats.batches == 1);
-      CHECK(stats.tasks_launched == 1);
+      CHECK(stats.tasks_launched == 2);  // the any-thread chunk, and one batch waiting for it
     } else {
       CHECK(stats.batches == 0);
       CHECK(stats.tasks_launched == 9);  // one chunk of the four free ticks, a task for each other
     }
+  }
+}
+
+TEST_CASE("tick_schedule: a tick whose prerequisites run in the free chunk of its kind joins that chunk") {
+  scheduler pool(tick_pool(1));
+  tick_manager manager(pool);
+  event_log log;
+  std::vector<std::unique_ptr<logged_tick>> ticks;
+  for (int i = 0; i < 12; ++i) {
+    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+    if (i % 3 != 0) tick.add_prerequisite(*ticks[static_cast<std::size_t>(i - 1)]);
+  }
+  logged_tick apart("apart", log);  // waits for a tick of another kind: a task of its own
+  apart.set_run_on_any_thread(true);
+  apart.add_prerequisite(*ticks[5]);
+  for (auto& tick : ticks) tick->register_tick_function(manager);
+  apart.register_tick_function(manager);
+  for (int frame = 0; frame < 3; ++frame) {
+    CAPTURE(frame);
+    run_frame(manager);
+    auto events = log.take();
+    REQUIRE(events.size() == 13);
+    for (int i = 1; i < 12; ++i) {
+      if (i % 3 != 0) {
+        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+      }
+    }
+    CHECK(event_log::index_of(events, "t5") < event_log::index_of(events, "apart"));
+    CHECK(manager.last_frame_stats().tasks_launched == 2);  // the game thread's chunk, and "apart"
   }
 }
 

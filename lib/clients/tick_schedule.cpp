@@ -173,7 +173,8 @@ static_assert(ticks::unit_key_count == ticking_group_count * ticking_group_count
 // everything it waits for is older than that unit (or inside it: a unit runs its ticks in the
 // order they joined, which is prerequisite order). Free ticks share chunks; so do any-thread
 // ticks with prerequisites to wait for (chunks of their own, so that free chunks never wait);
-// a game-thread tick with prerequisites gets a task of its own unless it batches.
+// a game-thread tick with prerequisites gets a task of its own unless it batches. A tick
+// whose prerequisites all sit in the open free chunk of its kind joins that chunk instead.
 void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame) {
   tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
   waits_scratch.clear();
@@ -201,8 +202,18 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
     (for_frame ? frame_by_start : static_by_start)[ticks::group_index(key.start)].push_back(index);
     return index;
   };
+  // A tick whose prerequisites all run in the open free chunk of its kind joins that chunk:
+  // the chunk runs them first, so the edges cost no task and no wait.
+  unit_key free_key = key;
+  free_key.linked = false;
+  std::uint32_t free_chunk = open[free_key.index()];
+  bool inside_free_chunk =
+      linked && free_chunk != none && (slot.game_thread || units[free_chunk].members.size() < any_thread_chunk) &&
+      std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w == free_chunk; });
   std::uint32_t chosen = none;
-  if (batch || !linked || !slot.game_thread) {
+  if (inside_free_chunk) {
+    chosen = free_chunk;
+  } else if (batch || !linked || !slot.game_thread) {
     bool fits = candidate != none &&
                 (batch || slot.game_thread || units[candidate].members.size() < any_thread_chunk) &&
                 std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w <= candidate; });
