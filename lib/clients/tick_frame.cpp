@@ -61,22 +61,24 @@ void tick_manager::state::run_unit(unit& work) {
   const ticks::member* members = work.members.data();
   std::size_t count = work.members.size();
   for (std::size_t at = 0; at < count; ++at) {
-    // A unit's slots and tick functions lie all over memory (100,000 ticks outgrow the
-    // caches): fetch both well ahead, from the member list itself, so that no fetch waits for
-    // another load. Prefetches never trap, even on a tick destroyed meanwhile.
+    // A unit's tick functions lie all over memory (100,000 ticks outgrow the caches): fetch
+    // them well ahead, from the member list itself, so that no fetch waits for another load.
+    // Prefetches never trap, even on a tick destroyed meanwhile.
     if (at + 16 < count) {
-      __builtin_prefetch(members[at + 16].slot);
-      __builtin_prefetch(members[at + 16].hint);
+      // relaxed: only an address to fetch ahead; the load below decides whether the tick runs
+      std::uintptr_t ahead = members[at + 16].word.load(std::memory_order_relaxed);
+      __builtin_prefetch(ticks::member::tick_function_address(ahead));
+      if ((ahead & ticks::member::interval) != 0) __builtin_prefetch(members[at + 16].slot);
     }
+    std::uintptr_t word = members[at].word.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+    if (word == 0 || (word & ticks::member::disabled) != 0) continue;
+    tick_function* tick = ticks::member::tick_function_address(word);
     tick_slot* slot = members[at].slot;
-    tick_function* tick = slot->function.load(std::memory_order_seq_cst);  // seq_cst: see unit::run_state
-    if (tick == nullptr || !slot->enabled.load(std::memory_order_relaxed)) continue;  // relaxed: see tick_slot
     float delta = frame_delta;
-    if (slot->interval) {
+    if ((word & ticks::member::interval) != 0) {
       if (slot->due_frame != frame) continue;
       delta = slot->delta;
     }
-    slot->ran_frame.store(frame, std::memory_order_relaxed);  // relaxed: see tick_slot::ran_frame
     ++ran;
     trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
     try {

@@ -58,8 +58,6 @@ void tick_manager::state::add(tick_function& tick) {
   tick_slot& slot = slots[index];
   // relaxed: a unit reaches this slot only through a launch made after this, which publishes it
   slot.function.store(&tick, std::memory_order_relaxed);
-  slot.enabled.store(tick_access::enabled(tick), std::memory_order_relaxed);  // relaxed: as above
-  slot.ran_frame.store(0, std::memory_order_relaxed);                        // relaxed: as above
   slot.registered = true;
   slot.registration = ++registrations;
   slot.interval = false;
@@ -71,6 +69,7 @@ void tick_manager::state::add(tick_function& tick) {
   slot.queued_new = false;
   slot.placed_frame = 0;
   slot.unit = none;
+  slot.member = none;
   slot.kept.clear();
   tick_access::manager(tick) = owner;
   tick_access::slot(tick) = &slot;
@@ -87,12 +86,20 @@ void tick_manager::state::queue_new(tick_slot& slot) {
   newly_spawned.push_back(&slot);
 }
 
-// wait_until_not_running returns once the unit that may run `slot` this frame is not running
-// it: called after the slot's function pointer was cleared, so a unit that starts later
-// skips it (see unit::run_state).
-void tick_manager::state::wait_until_not_running(tick_slot& slot) {
+// member_this_frame is the member that runs `slot` in the frame in progress, or null: a slot
+// filed into the cached schedule or placed for this frame (frame units are gone after it).
+ticks::member* tick_manager::state::member_this_frame(tick_slot& slot) {
   bool placed = (slot.in_schedule && !slot.dynamic) || slot.placed_frame == frame;
-  if (!placed || slot.unit == none || slot.unit >= units.size()) return;
+  if (!in_frame || !placed || slot.unit >= units.size()) return nullptr;
+  auto& members = units[slot.unit].members;
+  if (slot.member >= members.size() || members[slot.member].slot != &slot) return nullptr;
+  return &members[slot.member];
+}
+
+// wait_until_not_running returns once the unit that may run `slot` this frame is not running
+// it: called after the slot's member word was cleared, so a unit that starts later skips it
+// (see unit::run_state).
+void tick_manager::state::wait_until_not_running(tick_slot& slot) {
   const unit& work = units[slot.unit];
   if (&work == running_unit) return;
   // seq_cst: the other half of the exchange of stores described at unit::run_state
@@ -101,12 +108,14 @@ void tick_manager::state::wait_until_not_running(tick_slot& slot) {
 
 void tick_manager::state::remove(tick_function& tick) {
   tick_slot& slot = slot_of(tick);
-  // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
-  slot.function.store(nullptr, std::memory_order_seq_cst);
-  if (in_frame) wait_until_not_running(slot);
+  slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
+  if (ticks::member* running_it = member_this_frame(slot)) {
+    // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
+    running_it->word.store(0, std::memory_order_seq_cst);
+    wait_until_not_running(slot);
+  }
   heap_remove(&slot);
   slot.registered = false;
-  slot.enabled.store(false, std::memory_order_relaxed);  // relaxed: the cleared pointer decides
   if (slot.queued_new) {
     slot.queued_new = false;
     newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
@@ -121,7 +130,14 @@ void tick_manager::state::remove(tick_function& tick) {
 void tick_manager::state::enable_changed(tick_function& tick) {
   tick_slot& slot = slot_of(tick);
   bool enabled = tick_access::enabled(tick);
-  slot.enabled.store(enabled, std::memory_order_relaxed);  // relaxed: see tick_slot::enabled
+  if (ticks::member* running_it = member_this_frame(slot)) {
+    // relaxed: see member::tick_function_address
+    if (enabled) {
+      running_it->word.fetch_and(~ticks::member::disabled, std::memory_order_relaxed);
+    } else {
+      running_it->word.fetch_or(ticks::member::disabled, std::memory_order_relaxed);
+    }
+  }
   mark_changed();
   if (!enabled) {
     heap_remove(&slot);

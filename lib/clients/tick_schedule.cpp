@@ -36,39 +36,36 @@ constexpr std::size_t any_thread_chunk = 128;
 
 // ---- cooldowns -------------------------------------------------------------------------
 
-namespace {
-bool earlier(const tick_slot* a, const tick_slot* b) {
-  return a->expiry < b->expiry || (a->expiry == b->expiry && a->index < b->index);
-}
-}  // namespace
-
+// heap_fix restores the heap's order around `slot`, whose expiry may have changed.
 void tick_manager::state::heap_fix(tick_slot* slot) {
   auto& heap = cooldown_heap;
   std::uint32_t at = slot->heap_position;
+  heap[at].expiry = slot->expiry;
+  auto swap_entries = [&](std::uint32_t to, std::uint32_t from) {
+    std::swap(heap[to], heap[from]);
+    heap[to].slot->heap_position = to;
+    heap[from].slot->heap_position = from;
+  };
   while (at > 0) {  // up
     std::uint32_t parent = (at - 1) / 2;
-    if (!earlier(heap[at], heap[parent])) break;
-    std::swap(heap[at], heap[parent]);
-    heap[at]->heap_position = at;
-    heap[parent]->heap_position = parent;
+    if (!(heap[at] < heap[parent])) break;
+    swap_entries(at, parent);
     at = parent;
   }
   for (;;) {  // down
     std::uint32_t smallest = at;
     for (std::uint32_t child = 2 * at + 1; child <= 2 * at + 2 && child < heap.size(); ++child) {
-      if (earlier(heap[child], heap[smallest])) smallest = child;
+      if (heap[child] < heap[smallest]) smallest = child;
     }
     if (smallest == at) break;
-    std::swap(heap[at], heap[smallest]);
-    heap[at]->heap_position = at;
-    heap[smallest]->heap_position = smallest;
+    swap_entries(at, smallest);
     at = smallest;
   }
 }
 
 void tick_manager::state::heap_push(tick_slot* slot) {
   slot->heap_position = static_cast<std::uint32_t>(cooldown_heap.size());
-  cooldown_heap.push_back(slot);
+  cooldown_heap.push_back({slot->expiry, slot->index, slot});
   heap_fix(slot);
 }
 
@@ -76,13 +73,13 @@ void tick_manager::state::heap_push(tick_slot* slot) {
 void tick_manager::state::heap_remove(tick_slot* slot) {
   std::uint32_t at = slot->heap_position;
   if (at == none) return;
-  tick_slot* last = cooldown_heap.back();
+  ticks::cooldown last = cooldown_heap.back();
   cooldown_heap.pop_back();
   slot->heap_position = none;
-  if (last != slot) {
+  if (last.slot != slot) {
     cooldown_heap[at] = last;
-    last->heap_position = at;
-    heap_fix(last);
+    last.slot->heap_position = at;
+    heap_fix(last.slot);
   }
 }
 
@@ -104,8 +101,8 @@ void tick_manager::state::mark_running(tick_slot& slot) {
 void tick_manager::state::take_due_cooldowns() {
   static thread_local std::vector<tick_slot*> still_due;
   still_due.clear();
-  while (!cooldown_heap.empty() && cooldown_heap.front()->expiry < now) {
-    tick_slot* slot = cooldown_heap.front();
+  while (!cooldown_heap.empty() && cooldown_heap.front().expiry < now) {
+    tick_slot* slot = cooldown_heap.front().slot;
     mark_running(*slot);
     if (slot->expiry < now) {  // far behind: out until this frame's pass is over (once per frame)
       heap_remove(slot);
@@ -229,8 +226,9 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
       into.prerequisites.push_back(w);
     }
   }
-  into.members.push_back({&slot, &tick});
   slot.unit = chosen;
+  slot.member = static_cast<std::uint32_t>(into.members.size());
+  into.members.emplace_back(slot, tick, tick_access::enabled(tick));
   if (for_frame) slot.placed_frame = frame;
 }
 
@@ -250,6 +248,7 @@ void tick_manager::state::build() {
   ++build_mark;
   for (tick_slot& slot : slots) {
     slot.unit = none;
+    slot.member = none;
     slot.dynamic = false;
     slot.on_stack = false;
     slot.kept.clear();
@@ -342,7 +341,8 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
   made.game_thread = slot.game_thread;
   made.high_priority = tick_access::high(*slot.function.load(std::memory_order_relaxed));  // relaxed: game thread
   made.single = true;
-  made.members.push_back({&slot, slot.function.load(std::memory_order_relaxed)});  // relaxed: game thread's own store
+  tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
+  made.members.emplace_back(slot, tick, tick_access::enabled(tick));
   for (const tick_slot* before : slot.kept) {
     if (!runs_this_frame(*before) || !needed_edge(*before, slot)) continue;
     if (std::find(made.prerequisites.begin(), made.prerequisites.end(), before->unit) == made.prerequisites.end()) {
@@ -350,6 +350,7 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
     }
   }
   slot.unit = index;
+  slot.member = 0;
   slot.placed_frame = frame;
   frame_by_start[ticks::group_index(slot.start)].push_back(index);
   return index;
@@ -385,7 +386,6 @@ void tick_manager::state::queue_newly_spawned(ticking_group context) {
     slot.queued_new = false;
     tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: game thread
     if (tick == nullptr || !tick_access::enabled(*tick)) return;
-    if (slot.ran_frame.load(std::memory_order_relaxed) == frame) return;  // relaxed: its unit was waited for
     slot.kept.clear();
     for (tick_function* prerequisite : tick->prerequisites()) {
       if (tick_access::manager(*prerequisite) == nullptr ||

@@ -41,24 +41,20 @@ inline constexpr std::size_t unit_key_count = ticking_group_count * ticking_grou
 // group_index turns a group into an array index.
 constexpr std::size_t group_index(ticking_group group) { return static_cast<std::size_t>(group); }
 
-// tick_slot is the manager's record of one registered tick function. What a unit reads
-// for every tick comes first, in one cache line; the game thread's bookkeeping follows.
+// tick_slot is the manager's record of one registered tick function. A unit running the
+// tick reads its member (below), not the slot, unless it is an interval tick; what such a
+// unit reads comes first.
 struct tick_slot {
-  // Loaded by the unit running it; cleared (seq_cst) by unregistration, which then checks
-  // whether that unit is running — see unit::run_state.
-  std::atomic<tick_function*> function{nullptr};
-  // The frame it last ran in; relaxed: read on the game thread only after its unit completed.
-  std::atomic<std::uint64_t> ran_frame{0};
-  // The tick function's name kept for traces (magpie::trace::intern), made the first time a
-  // trace records the tick; relaxed: every value stored is a valid kept name.
-  std::atomic<const char*> trace_name{nullptr};
   // Written on the game thread before the units of the frame are launched.
   std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
   float delta = 0;              // an interval tick's delta_seconds: the time since it last ran
-  // relaxed throughout: a tick disabled while its unit starts may run once more or not;
-  // nothing else is published through it.
-  std::atomic<bool> enabled{false};
-  // Mirrored from the tick function when the schedule is built; read by the units.
+  // The tick function, for the game thread's bookkeeping and reports; cleared (seq_cst, as
+  // its member's word) by unregistration.
+  std::atomic<tick_function*> function{nullptr};
+  // The tick function's name kept for traces (magpie::trace::intern), made the first time a
+  // trace records the tick; relaxed: every value stored is a valid kept name.
+  std::atomic<const char*> trace_name{nullptr};
+  // Mirrored from the tick function when the schedule is built.
   bool interval = false;
   bool registered = false;
   std::uint32_t index = 0;
@@ -75,7 +71,8 @@ struct tick_slot {
   bool dynamic = false;      // waits (transitively) for an interval tick: placed per frame
   bool queued_new = false;   // on the newly-spawned list
   std::uint64_t placed_frame = 0;
-  std::uint32_t unit = none;
+  std::uint32_t unit = none;    // the unit it was last filed into
+  std::uint32_t member = none;  // its place among that unit's members
   ticking_group start = ticking_group::pre_physics;
   ticking_group end = ticking_group::pre_physics;
   bool game_thread = true;
@@ -86,12 +83,44 @@ struct tick_slot {
   bool on_stack = false;
 };
 
-// member is one tick of a unit: its slot, and the tick function it held when the unit was
-// filed — only a hint to fetch ahead (the slot's pointer decides whether it runs), so that
-// the unit reaches both without one load waiting for the other.
+// member is one tick of a unit. Its word is all the unit reads to run an every-frame tick:
+// the tick function's address with two flags in its low bits, or zero once it is
+// unregistered. So a frame streams through the member list and the tick functions and
+// leaves the slots (another cache line a tick, 100,000 ticks outgrow the caches) alone.
 struct member {
+  static constexpr std::uintptr_t disabled = 1;  // disabled during the frame: skipped
+  static constexpr std::uintptr_t interval = 2;  // runs only in the frame it came due (see its slot)
+  static constexpr std::uintptr_t flags = disabled | interval;
+  static_assert(alignof(tick_function) > flags, "the flags live in a tick function's address");
+
+  // Cleared (seq_cst) by unregistration, which then checks whether the unit is running — see
+  // unit::run_state; its flags change on the game thread, relaxed (see tick_function_address).
+  std::atomic<std::uintptr_t> word;
   tick_slot* slot;
-  const tick_function* hint;
+
+  member(tick_slot& of, tick_function& tick, bool enabled)
+      : word(reinterpret_cast<std::uintptr_t>(&tick) | (enabled ? 0 : disabled) | (of.interval ? interval : 0)),
+        slot(&of) {}
+  // Copied only while its unit is filed, on the game thread, before any launch publishes it.
+  member(const member& other) : word(other.word.load(std::memory_order_relaxed)), slot(other.slot) {}  // relaxed: see above
+  member& operator=(const member&) = delete;
+
+  // tick_function_address is the tick function a word names; a disabled tick may run once
+  // more or not when disabled as its unit starts, so the flags publish nothing else.
+  static tick_function* tick_function_address(std::uintptr_t word) {
+    return reinterpret_cast<tick_function*>(word & ~flags);
+  }
+};
+
+// cooldown is an interval tick's entry in the cooldown heap. It carries the slot's expiry and
+// index, so that sifting compares entries without reaching into slots all over memory.
+struct cooldown {
+  double expiry;
+  std::uint32_t index;
+  tick_slot* slot;
+  bool operator<(const cooldown& other) const {
+    return expiry < other.expiry || (expiry == other.expiry && index < other.index);
+  }
 };
 
 // unit is one magpie task's worth of ticks, run in order.
@@ -108,9 +137,9 @@ struct unit {
   // Per frame.
   task<> handle;
   bool launched = false;
-  // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its ticks'
-  // function pointers; unregistration clears a pointer (seq_cst) before it loads this: one
-  // of the two sees the other, so a tick either is skipped or is waited for.
+  // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its members'
+  // words; unregistration clears a word (seq_cst) before it loads this: one of the two sees
+  // the other, so a tick either is skipped or is waited for.
   std::atomic<std::uint8_t> run_state{0};
 };
 
@@ -162,7 +191,7 @@ struct tick_manager::state {
   std::vector<ticks::cycle_report> cycles;
 
   // Cooldowns: a binary min-heap of interval ticks by expiry.
-  std::vector<ticks::tick_slot*> cooldown_heap;
+  std::vector<ticks::cooldown> cooldown_heap;
 
   // The frame in progress.
   bool in_frame = false;
@@ -203,6 +232,7 @@ struct tick_manager::state {
   void enable_changed(tick_function& tick);
   void interval_changed(tick_function& tick, bool restart_cooldown);
   void queue_new(ticks::tick_slot& slot);
+  ticks::member* member_this_frame(ticks::tick_slot& slot);
   void wait_until_not_running(ticks::tick_slot& slot);
 
   // Cooldowns (tick_schedule.cpp).
