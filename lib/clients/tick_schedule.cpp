@@ -29,7 +29,8 @@ ticking_group skip_undemotable(ticking_group group) {
   return group;
 }
 
-// Any-thread chunks: big enough that a task's cost spreads thin, small enough to balance.
+// Any-thread chunks, and chunks that wait for prerequisites: big enough that a task's cost
+// spreads thin, small enough to balance (and to wait only for the prerequisites of a few).
 constexpr std::size_t any_thread_chunk = 128;
 
 }  // namespace
@@ -168,10 +169,10 @@ static_assert(ticks::unit_key_count == ticking_group_count * ticking_group_count
 // file puts a placed tick into a unit: of the cached schedule, or (for_frame) of this frame
 // only. A unit waits only for units made before it, so a tick joins an open unit only when
 // everything it waits for is older than that unit (or inside it: a unit runs its ticks in the
-// order they joined, which is prerequisite order). Free ticks share chunks; so do any-thread
-// ticks with prerequisites to wait for (chunks of their own, so that free chunks never wait);
-// a game-thread tick with prerequisites gets a task of its own unless it batches. A tick
-// whose prerequisites all sit in the open free chunk of its kind joins that chunk instead.
+// order they joined, which is prerequisite order). Free ticks share chunks; so do ticks with
+// prerequisites to wait for (chunks of their own, so that free chunks never wait, and
+// bounded, so that one chunk does not wait for everything), unless their prerequisites all
+// sit in the open free chunk of their kind: then they join it, and wait for nothing.
 void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame) {
   tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
   waits_scratch.clear();
@@ -186,7 +187,7 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
   bool batch = options.allow_batching && tick_access::batching(tick) && !high && slot.game_thread &&
                slot.start == slot.end;
   bool linked = !waits_scratch.empty() && !batch;
-  unit_key key{slot.start, slot.end, slot.game_thread, high, batch, linked && !slot.game_thread};
+  unit_key key{slot.start, slot.end, slot.game_thread, high, batch, linked};
   std::uint32_t& candidate = open[key.index()];
   auto new_unit = [&] {
     auto index = static_cast<std::uint32_t>(units.size());
@@ -210,15 +211,12 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
   std::uint32_t chosen = none;
   if (inside_free_chunk) {
     chosen = free_chunk;
-  } else if (batch || !linked || !slot.game_thread) {
+  } else {
     bool fits = candidate != none &&
-                (batch || slot.game_thread || units[candidate].members.size() < any_thread_chunk) &&
+                (batch || (slot.game_thread && !linked) || units[candidate].members.size() < any_thread_chunk) &&
                 std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w <= candidate; });
     if (!fits) candidate = new_unit();
     chosen = candidate;
-  } else {
-    chosen = new_unit();
-    units[chosen].single = true;
   }
   unit& into = units[chosen];
   for (std::uint32_t w : waits_scratch) {
