@@ -39,12 +39,38 @@ void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, tas
 // empty stack (a chain of coroutines each awaiting the next must not recurse without end).
 constexpr unsigned max_inline_await_depth = 64;
 
+// A chain of coroutines deeper than the bound gains nothing from running inline: the
+// deepest await is refused, so the awaited task beneath every level on the stack suspends,
+// and every level suspends as well after its inline run — both costs paid, and the
+// suspensions, made while the stack unwinds, lay the chain out in memory in the reverse of
+// the order it completes in (530 ns per level against 371 with no inline runs). So once an
+// await on this thread has been refused at the bound, its awaits suspend at once, as before
+// inline runs, until an inline run completes its task again: one await in
+// inline_probe_period still tries, and a task that completes (a chain's or a tree's leaf)
+// turns inline runs back on.
+constexpr unsigned inline_probe_period = 64;
+
+// past_inline_bound: an await on this thread was refused at the depth bound, and no inline
+// run has completed its task since. awaits_since_probe counts the awaits that suspended at
+// once since the last one that tried.
+constinit thread_local bool past_inline_bound = false;
+constinit thread_local unsigned awaits_since_probe = 0;
+
 bool run_awaited_here(task_base* awaited) noexcept {
-  if (innermost_running != nullptr && innermost_running->depth >= max_inline_await_depth) return false;
   // (Its own task, already begun, is left alone by retract: the claim fails.)
   if (awaited->kind() != task_kind::queued) return false;
+  if (innermost_running != nullptr && innermost_running->depth >= max_inline_await_depth) {
+    past_inline_bound = true;
+    return false;
+  }
+  if (past_inline_bound) {
+    if (++awaits_since_probe < inline_probe_period) return false;
+    awaits_since_probe = 0;
+  }
   retract(awaited, 0, nullptr, /*finish_open=*/false);  // its resumption may link to it (retract)
-  return awaited->is_completed();
+  if (!awaited->is_completed()) return false;
+  past_inline_bound = false;
+  return true;
 }
 
 void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept {

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -320,6 +321,54 @@ TEST_CASE("coroutine: a chain of 100,000 coroutines each awaiting the next compl
     scheduler pool(test::options_with(workers));
     CHECK(chain_of(pool, 100'000).get_result() == 100'000);
   }
+}
+
+namespace {
+
+// stack_position is how far up the stack the caller's frame is (the stack grows down).
+[[gnu::noinline]] std::uintptr_t stack_position() noexcept {
+  return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+}
+
+// inline_chain_of is chain_of, counting in `inline_starts` the links that started on the
+// stack beneath the link awaiting them (run inline by its co_await) rather than from a queue.
+task<int> inline_chain_of(scheduler& pool, int depth, std::uintptr_t awaiter_position, int& inline_starts) {
+  return pool.launch("link", [&pool, depth, awaiter_position, &inline_starts]() -> coro<int> {
+    std::uintptr_t position = stack_position();
+    // A link run inline sits below its awaiter's retract, run_body and handler frames.
+    if (position + 256 < awaiter_position) ++inline_starts;
+    if (depth == 0) co_return 0;
+    int below = co_await inline_chain_of(pool, depth - 1, position, inline_starts);
+    co_return below + 1;
+  });
+}
+
+}  // namespace
+
+// Past the inline bound every link of a deep chain suspends anyway (the one beneath it
+// does): running each link inline first only adds to the suspension's cost. Once an await
+// was refused at the bound, the thread's awaits suspend at once until an inline run
+// completes its task again, so only the first links (and a probe now and then) run inline.
+TEST_CASE("coroutine: a chain deeper than the inline bound starts its links from a queue, not inline") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));  // this thread runs every link
+  constexpr int depth = 20'000;
+  int inline_starts = 0;
+  CHECK(inline_chain_of(pool, depth, stack_position(), inline_starts).get_result() == depth);
+  CAPTURE(inline_starts);
+  CHECK(inline_starts < depth / 16);
+
+  // And work first comes back: within a probe period, an await runs its task here again.
+  task<int> inline_again = pool.launch("after the chain", [&pool]() -> coro<int> {
+    int without_suspending = 0;
+    for (int i = 0; i < 200; ++i) {
+      detail::task_base* before = detail::current_task();
+      co_await pool.launch("step", [] {});
+      if (detail::current_task() == before) ++without_suspending;
+    }
+    co_return without_suspending;
+  });
+  CHECK(inline_again.get_result() >= 100);
 }
 
 TEST_CASE("coroutine: a canceled coroutine task is skipped; a running one sees the cancel after a suspension") {
