@@ -521,8 +521,11 @@ void scheduler::impl::run_worker(worker& self) {
 
     auto key = wake.prepare_wait();
     // The heavy half of the launches' light barrier (wake_kind): a push whose launcher did
-    // not see this waiter is visible to the look below.
-    detail::std_atomics::heavy_barrier();
+    // not see this waiter is visible to the look below. While a searcher of this kind is
+    // counted it is skipped: that searcher ends its search with work, handing the search on
+    // to a waiter such as this one (search), or parks here, and the last to park, counting
+    // no searcher, takes the heavy barrier — so one park in a burst pays it, not each.
+    if (searching[index_of(self.kind)].load(std::memory_order_seq_cst) == 0) detail::std_atomics::heavy_barrier();
     if ((item = find_work(&self)) != nullptr) {
       wake.cancel_wait();
       // Found after the search ended: launches may have left their wake-ups to that search.
