@@ -132,10 +132,15 @@ constexpr named_threads::type run_as(named_threads::type desired) noexcept {
 }
 
 // launch_graph_body launches a graph task's body behind `prerequisites` (none if null).
-template <class Body, class Prerequisites>
-task<> launch_graph_body(const char* name, Body&& body, const Prerequisites* prerequisites, placement where) {
-  if (prerequisites != nullptr) return magpie::launch(name, std::forward<Body>(body), *prerequisites, where);
-  return magpie::launch(name, std::forward<Body>(body), where);
+// One prerequisite, a chain's usual case, goes as a single handle: the range form walks
+// the array, while a handle is one pointer for launch to link.
+template <class Body>
+task<> launch_graph_body(const char* name, Body&& body, const graph_event_array* prerequisites, placement where) {
+  if (prerequisites == nullptr || prerequisites->empty()) return magpie::launch(name, std::forward<Body>(body), where);
+  if (prerequisites->size() == 1) {
+    return magpie::launch(name, std::forward<Body>(body), static_cast<const task<>&>((*prerequisites)[0]), where);
+  }
+  return magpie::launch(name, std::forward<Body>(body), *prerequisites, where);
 }
 
 }  // namespace internal
