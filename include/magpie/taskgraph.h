@@ -131,14 +131,19 @@ constexpr named_threads::type run_as(named_threads::type desired) noexcept {
   return static_cast<named_threads::type>(desired & (named_threads::thread_index_mask | named_threads::queue_index_mask));
 }
 
-// launch_graph_body launches a graph task's body behind `prerequisites` (none if null).
-// One prerequisite, a chain's usual case, goes as a single handle: the range form walks
-// the array, while a handle is one pointer for launch to link. Flattened because with
-// three launch calls here the compiler keeps launch's task set-up out of line, and the call
-// (its prerequisite buffer built on the stack and torn down again) cost a chain hop about
-// 12 % over magpie's own launch, which inlines it.
+// launch_graph_body launches a graph task's body for `desired` (placed by placement_for,
+// misuse reported as `operation`) behind `prerequisites` (none if null). One prerequisite,
+// a chain's usual case, goes as a single handle: the range form walks the array, while a
+// handle is one pointer for launch to link. Flattened because with three launch calls here
+// the compiler keeps launch's task set-up out of line, and the call (its prerequisite
+// buffer built on the stack and torn down again) cost a chain hop about 12 % over magpie's
+// own launch, which inlines it. The placement is made here, not by the caller: the
+// three-byte placement, built a byte at a time and passed in a register, made the load
+// that packs it wait for the stores (a failed store-to-load forwarding, some 12 cycles).
 template <class Body>
-[[gnu::flatten]] task<> launch_graph_body(const char* name, Body&& body, const graph_event_array* prerequisites, placement where) {
+[[gnu::flatten]] task<> launch_graph_body(const char* name, Body&& body, const graph_event_array* prerequisites,
+                                          named_threads::type desired, const char* operation) {
+  const placement where = placement_for(desired, operation);
   if (prerequisites == nullptr || prerequisites->empty()) return magpie::launch(name, std::forward<Body>(body), where);
   if (prerequisites->size() == 1) {
     return magpie::launch(name, std::forward<Body>(body), static_cast<const task<>&>((*prerequisites)[0]), where);
@@ -168,8 +173,7 @@ class graph_task {
       named_threads::type desired = body.object().get_desired_thread();
       body.set_run_as(internal::run_as(desired));
       const char* name = internal::debug_name(body.object());
-      task<> launched = internal::launch_graph_body(name, std::move(body), prerequisites_,
-                                                    placement_for(desired, "graph_task"));
+      task<> launched = internal::launch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
       if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) return {};
       return graph_event_ref(std::move(launched));
     }
@@ -246,9 +250,9 @@ struct function_graph_task {
   static graph_event_ref create_and_dispatch_when_ready(F&& function, const char* name = "",
                                                        const graph_event_array* prerequisites = nullptr,
                                                        named_threads::type desired_thread = named_threads::any_thread) {
-    placement where = placement_for(desired_thread, "function_graph_task");
     if constexpr (std::is_invocable_v<std::decay_t<F>&>) {
-      return graph_event_ref(internal::launch_graph_body(name, std::forward<F>(function), prerequisites, where));
+      return graph_event_ref(internal::launch_graph_body(name, std::forward<F>(function), prerequisites, desired_thread,
+                                                             "function_graph_task"));
     } else {
       static_assert(std::is_invocable_v<std::decay_t<F>&, named_threads::type, const graph_event_ref&>,
                     "function_graph_task takes void() or void(named_threads::type, const graph_event_ref&)");
@@ -257,7 +261,8 @@ struct function_graph_task {
         const graph_event_ref::running_task_ref self;
         function(run_as, self.get());
       };
-      return graph_event_ref(internal::launch_graph_body(name, std::move(body), prerequisites, where));
+      return graph_event_ref(internal::launch_graph_body(name, std::move(body), prerequisites, desired_thread,
+                                                             "function_graph_task"));
     }
   }
 };
