@@ -165,11 +165,11 @@ class graph_event_array {
 
   // add appends an event (Unreal's Add); push_back and emplace_back are the same.
   void add(graph_event_ref event) {
-    if (spilled_.empty() && size_ < inline_.size()) {
+    if (size_ < inline_.size()) {
       inline_[size_++] = std::move(event);
       return;
     }
-    if (spilled_.empty()) {
+    if (!is_spilled()) {
       spilled_.reserve(inline_.size() * 2);
       for (graph_event_ref& each : inline_) spilled_.push_back(std::exchange(each, graph_event_ref()));
     }
@@ -195,7 +195,7 @@ class graph_event_array {
 
   // reset empties the array (Unreal's Reset); clear is the same.
   void reset() noexcept {
-    if (spilled_.empty()) {
+    if (!is_spilled()) {
       for (std::size_t i = 0; i < size_; ++i) inline_[i].safe_release();
     }
     spilled_.clear();
@@ -205,14 +205,19 @@ class graph_event_array {
 
   graph_event_ref& operator[](std::size_t index) noexcept { return data()[index]; }
   const graph_event_ref& operator[](std::size_t index) const noexcept { return data()[index]; }
-  graph_event_ref* data() noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
-  const graph_event_ref* data() const noexcept { return spilled_.empty() ? inline_.data() : spilled_.data(); }
+  graph_event_ref* data() noexcept { return is_spilled() ? spilled_.data() : inline_.data(); }
+  const graph_event_ref* data() const noexcept { return is_spilled() ? spilled_.data() : inline_.data(); }
   iterator begin() noexcept { return data(); }
   iterator end() noexcept { return data() + size_; }
   const_iterator begin() const noexcept { return data(); }
   const_iterator end() const noexcept { return data() + size_; }
 
  private:
+  // is_spilled says whether the events are in spilled_: exactly when there are more than
+  // fit inline (the fifth add moves them all there; reset empties it), so the size tells
+  // without reading the vector.
+  bool is_spilled() const noexcept { return size_ > inline_.size(); }
+
   std::array<graph_event_ref, 4> inline_;
   std::vector<graph_event_ref> spilled_;  // all of them, once more than four were added
   std::size_t size_ = 0;
