@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds release, runs every workload on every
-# system that was built (magpie; oneTBB; Taskflow and OpenMP when present; the serial
+# system that was built (magpie; oneTBB; Taskflow, libfork and OpenMP when present; the serial
 # baselines), prints the ratio table and writes the chart, runs examples/engine_frame (a
 # game frame on the tick manager), then the micro-benchmarks of the lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
 #   tools/bench.sh            full sizes, 3 rounds of 3 timed runs each; the systems take
@@ -13,6 +13,8 @@
 #                                        each; a size predicted to run over 4 s is skipped
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
+#   tools/bench.sh --libfork DIR         also the libfork peer of the coroutine fib, from a
+#                                        libfork v3 checkout (or LIBFORK_DIR=DIR; kept the same way)
 #   tools/bench.sh --only graph          only the named workload folders (repeatable)
 #   tools/bench.sh --no-micro            skip the Google Benchmark micro-benchmarks
 #   tools/bench.sh --baseline FILE       afterwards, tools/bench_diff.py FILE against this run
@@ -31,6 +33,7 @@ default_rounds=3
 size_flag=()      # --quick or --sweep
 thread_flags=()
 taskflow_dir=${TASKFLOW_DIR:-}
+libfork_dir=${LIBFORK_DIR:-}
 only=()
 micro=1
 baseline=
@@ -42,6 +45,8 @@ while [ $# -gt 0 ]; do
               rounds=$2; shift 2 ;;
     --taskflow) [ $# -ge 2 ] || { echo "$0: --taskflow needs a directory" >&2; exit 2; }
                 taskflow_dir=$(realpath "$2"); shift 2 ;;
+    --libfork) [ $# -ge 2 ] || { echo "$0: --libfork needs a directory" >&2; exit 2; }
+               libfork_dir=$(realpath "$2"); shift 2 ;;
     --sweep) runs=3; default_rounds=1; size_flag=(--sweep); shift ;;
     --threads) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do thread_flags+=(--threads "$1"); shift; done ;;
     --only) [ $# -ge 2 ] || { echo "$0: --only needs a workload" >&2; exit 2; }
@@ -50,7 +55,7 @@ while [ $# -gt 0 ]; do
     --lto) lto=true; shift ;;
     --baseline) [ $# -ge 2 ] || { echo "$0: --baseline needs a file" >&2; exit 2; }
                 baseline=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: $0 [--quick | --sweep] [--rounds N] [--threads N...] [--taskflow DIR] [--only WORKLOAD]... [--no-micro] [--lto] [--baseline FILE]" >&2
+    *) echo "usage: $0 [--quick | --sweep] [--rounds N] [--threads N...] [--taskflow DIR] [--libfork DIR] [--only WORKLOAD]... [--no-micro] [--lto] [--baseline FILE]" >&2
        exit 2 ;;
   esac
 done
@@ -61,6 +66,7 @@ rounds=${rounds:-$default_rounds}
 dir=${BENCH_BUILD_DIR:-build/release}  # BENCH_BUILD_DIR: another build folder (it gets the same options)
 setup_flags=(--buildtype=release -Dtests=false -Dbench=true "-Db_lto=$lto")
 if [ -n "$taskflow_dir" ]; then setup_flags+=("-Dtaskflow_dir=$taskflow_dir"); fi
+if [ -n "$libfork_dir" ]; then setup_flags+=("-Dlibfork_dir=$(realpath "$libfork_dir")"); fi
 if [ -f "$dir/build.ninja" ]; then
   # `meson configure`, not `setup --reconfigure`: meson 1.0's reconfigure drops b_* options
   meson configure "$dir" "${setup_flags[@]}" >/dev/null
@@ -83,13 +89,13 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run_json="bench/results/run-${stamp}.jsonl"
 git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 started=$SECONDS
-workloads=(scheduler tasks fork_join graph timers tick taskgraph)
+workloads=(scheduler tasks fork_join graph coroutine timers tick taskgraph)
 [ ${#only[@]} -gt 0 ] && workloads=("${only[@]}")
 # Round by round, every system of a workload takes its turn: a slow spell of a shared host
 # then costs one round of whichever systems ran in it, and the table's median round drops it.
 for workload in "${workloads[@]}"; do
   for ((round = 1; round <= rounds; round++)); do
-    for system in magpie tbb taskflow omp heap std serial; do
+    for system in magpie tbb taskflow libfork omp heap std serial; do
       binary="$dir/bench/bench_${workload}_${system}"
       [ -x "$binary" ] || binary="$dir/bench/$workload/bench_${workload}_${system}"  # a workload with its own meson.build
       [ -x "$binary" ] || continue

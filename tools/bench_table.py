@@ -17,7 +17,7 @@ import statistics
 import sys
 
 # Peers in the order their columns appear; any other system follows, then the baseline.
-PEER_ORDER = ["tbb", "taskflow", "omp-libomp", "omp-libgomp", "ue_heap"]
+PEER_ORDER = ["tbb", "taskflow", "libfork", "omp-libomp", "omp-libgomp", "ue_heap"]
 
 
 def merge_rounds(records):

@@ -2,10 +2,12 @@
 // completed task, a suspension resumed across a completion beside a task chain's hop, a
 // chain of coroutine tasks, fib with every call a coroutine task beside task_group fib,
 // limiter throughput, a cancellation check and a skipped task beside an empty one.
-// Peer: bench/coroutine/tbb.cpp (the limiter as a semaphore-guarded task_group).
+// Peers: bench/coroutine/tbb.cpp (the limiter as a semaphore-guarded task_group) and
+// bench/coroutine/libfork.cpp (coro_fib, when -Dlibfork_dir names a checkout).
 // "N threads" = N − 1 workers + this thread.
 #include "../common/harness.h"
 #include "../common/magpie_threads.h"
+#include "fib.h"
 
 #include <magpie/cancellation.h>
 #include <magpie/concurrency_limiter.h>
@@ -85,10 +87,6 @@ long group_fib(int n) {
   return a + b;
 }
 
-long serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2); }
-
-std::size_t fib_calls(int n) { return n < 2 ? 1 : 1 + fib_calls(n - 1) + fib_calls(n - 2); }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,7 +94,7 @@ int main(int argc, char** argv) {
   const std::size_t awaits = chosen.quick ? (1u << 18) : (1u << 20);
   const std::size_t steps = chosen.quick ? (1u << 15) : (1u << 17);
   const std::size_t chain = chosen.quick ? (1u << 15) : (1u << 17);
-  const int fib_n = chosen.quick ? 18 : 22;
+  const int fib_n = bench::coro_fib::size(chosen.quick);
   const std::size_t limited = chosen.quick ? (1u << 15) : (1u << 17);
   const std::size_t checks = 1u << 24;
   const std::size_t skipped = chosen.quick ? (1u << 16) : (1u << 18);
@@ -115,8 +113,8 @@ int main(int argc, char** argv) {
     auto coroutines = bench::time_runs(chosen.runs, [&] { check(coroutine_chain(pool, chain).get_result() == chain, "coroutine chain"); });
     bench::record(chosen, "magpie", "coro_chain", std::to_string(chain), threads, coroutines, chain);
 
-    const long expected = serial_fib(fib_n);
-    const auto calls = static_cast<std::uint64_t>(fib_calls(fib_n));
+    const long expected = bench::coro_fib::serial(fib_n);
+    const std::uint64_t calls = bench::coro_fib::calls(fib_n);
     auto coro_fib = bench::time_runs(chosen.runs, [&] { check(coroutine_fib(pool, fib_n).get_result() == expected, "coroutine fib"); });
     bench::record(chosen, "magpie", "coro_fib", std::to_string(fib_n), threads, coro_fib, calls);
     auto task_group_fib = bench::time_runs(chosen.runs, [&] {
