@@ -4,13 +4,188 @@
 #include <magpie/coroutine.h>
 #include <magpie/diagnostics.h>
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <string>
+#include <thread>
 
 namespace magpie::detail {
 
 namespace {
 using resumption_task = task_impl<resumer, void>;
+
+// The waiting record: every resumer, of every scheduler, waiting behind the task its
+// coroutine awaits, so that a scheduler's shutdown can find the coroutines whose awaited
+// work never completes (an event never triggered) — nothing else reaches them: only the
+// awaited task's subsequent list names their resumptions. Suspending behind a task and
+// resuming each take one stripe's lock once, briefly; nothing else pays for the record.
+//
+// Stripes keep threads apart. A thread records in its own stripe, so a chain of
+// coroutines, which resumes in the reverse of the order it suspended in, unlinks next to
+// the stripe's head, in cache lines the thread touched last.
+constexpr std::size_t stripe_count = 32;
+
+struct alignas(cache_line) waiting_stripe {
+  std::atomic<bool> locked{false};
+  resumer* newest = nullptr;  // under `locked`
+};
+
+std::array<waiting_stripe, stripe_count> waiting_stripes;
+
+// stripe_lock holds a stripe's lock for a scope. What it guards is a few pointer writes,
+// never a call out: a spin, yielding while another thread holds it, is enough.
+class stripe_lock {
+ public:
+  explicit stripe_lock(waiting_stripe& stripe) noexcept : stripe_(stripe) {
+    // acquire: pairs with the release in the previous holder's unlock
+    while (stripe_.locked.exchange(true, std::memory_order_acquire)) {
+      // relaxed: only a hint that the lock is free; the exchange above takes it
+      while (stripe_.locked.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  ~stripe_lock() { stripe_.locked.store(false, std::memory_order_release); }  // release: pairs with the next holder's acquire
+  stripe_lock(const stripe_lock&) = delete;
+  stripe_lock& operator=(const stripe_lock&) = delete;
+
+ private:
+  waiting_stripe& stripe_;
+};
+
+// own_stripe is the calling thread's stripe, handed out round robin on first use.
+std::uint8_t own_stripe() noexcept {
+  constexpr std::uint8_t unassigned = 0xff;
+  constinit thread_local std::uint8_t mine = unassigned;
+  if (mine == unassigned) {
+    static std::atomic<std::uint32_t> next_stripe{0};
+    // relaxed: only spreads threads over the stripes; nothing is published by it
+    mine = static_cast<std::uint8_t>(next_stripe.fetch_add(1, std::memory_order_relaxed) % stripe_count);
+  }
+  return mine;
+}
+
+// abandon_coroutine gives up on a suspended coroutine that can never resume, as its
+// claimer: reports it by name, completes its task holding task_never_ran, and frees its
+// frame and its body (which may hold handles to what it awaited).
+void abandon_coroutine(std::coroutine_handle<> frame, coro_promise_base& promise) noexcept {
+  task_base* owner = promise.owner;
+  report(diagnostic_kind::never_ran, std::string("coroutine task '") + owner->name +
+                                         "' was suspended when its scheduler shut down: it never resumes; frame freed");
+  hand_over_failure(owner, std::make_exception_ptr(task_never_ran(std::string("coroutine task '") + owner->name +
+                                                                  "' never resumed")));
+  owner->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: published by completion; reported already
+  std::optional<task_event> done = std::move(promise.done);
+  auto destroy_body = promise.destroy_body;
+  frame.destroy();
+  destroy_body(owner);
+  if (done) done->trigger();
+}
+
 }  // namespace
+
+// waiting_record_access reaches a resumer's links for the record.
+struct waiting_record_access {
+  static void link(resumer& entry, waiting_stripe& stripe) noexcept {
+    entry.older_ = stripe.newest;
+    if (stripe.newest != nullptr) stripe.newest->newer_ = &entry;
+    stripe.newest = &entry;
+  }
+  static void unlink(resumer& entry, waiting_stripe& stripe) noexcept {
+    if (entry.newer_ != nullptr) {
+      entry.newer_->older_ = entry.older_;
+    } else {
+      stripe.newest = entry.older_;
+    }
+    if (entry.older_ != nullptr) entry.older_->newer_ = entry.newer_;
+    entry.newer_ = entry.older_ = nullptr;
+  }
+
+  // still_awaiting: the entry's task is still locked behind the work its coroutine awaits
+  // (not ready, not begun): a resumption already ready runs as usual.
+  static bool still_awaiting(const resumer& entry) noexcept {
+    const task_base* task = entry.task_;
+    return !task->state.is_ready() && !task->state.has_begun();
+  }
+
+  // claim_stranded takes, from one stripe, up to `room` coroutines of the scheduler in slot
+  // `owner_index` still awaiting their work, into `frames` and `promises`; returns how many.
+  static std::size_t claim_stranded(waiting_stripe& stripe, std::uint8_t owner_index, std::coroutine_handle<>* frames,
+                                    coro_promise_base** promises, std::size_t room) noexcept {
+    std::size_t taken = 0;
+    stripe_lock lock(stripe);
+    for (resumer* entry = stripe.newest; entry != nullptr && taken < room;) {
+      resumer* older = entry->older_;
+      if (entry->task_->owner_index == owner_index && still_awaiting(*entry)) {
+        frames[taken] = std::exchange(entry->frame_, {});
+        promises[taken] = entry->promise_;
+        ++taken;
+        unlink(*entry, stripe);  // its task stays in the awaited task's list: run later, it finds no frame
+      }
+      entry = older;
+    }
+    return taken;
+  }
+
+  static bool is_abandoned(resumer& entry) noexcept {
+    if (entry.stripe_ == resumer::not_recorded) return false;
+    stripe_lock lock(waiting_stripes[entry.stripe_]);
+    return !entry.frame_;
+  }
+};
+
+void resumer::record_waiting(task_base* resumption) noexcept {
+  task_ = resumption;
+  stripe_ = own_stripe();
+  waiting_stripe& stripe = waiting_stripes[stripe_];
+  stripe_lock lock(stripe);
+  waiting_record_access::link(*this, stripe);
+}
+
+std::coroutine_handle<> resumer::claim_recorded() noexcept {
+  waiting_stripe& stripe = waiting_stripes[stripe_];
+  std::coroutine_handle<> frame;
+  {
+    stripe_lock lock(stripe);
+    frame = std::exchange(frame_, {});
+    if (frame) waiting_record_access::unlink(*this, stripe);  // else the shutdown claimed and unlinked it
+  }
+  stripe_ = not_recorded;  // the record no longer names it: its destruction need not look again
+  return frame;
+}
+
+bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept {
+  // The sweep runs as the scheduler's work, so that what the abandoned coroutines' tasks
+  // make ready as they complete is accepted, and runs in the drain that follows.
+  struct sweep : work_item {
+    std::uint8_t owner_index = 0;
+    bool abandoned = false;
+  } item;
+  item.name = "abandon stranded coroutines";
+  item.owner_index = owner.slot.index();
+  item.handler = [](work_item* self, work_action) noexcept {
+    std::uint8_t owner_index = static_cast<sweep*>(self)->owner_index;
+    constexpr std::size_t batch = 64;  // claimed under one hold of the lock, abandoned after it
+    std::array<std::coroutine_handle<>, batch> frames;
+    std::array<coro_promise_base*, batch> promises;
+    for (waiting_stripe& stripe : waiting_stripes) {
+      std::size_t taken;
+      do {
+        taken = waiting_record_access::claim_stranded(stripe, owner_index, frames.data(), promises.data(), batch);
+        // Outside the lock: freeing a body runs its captures' destructors, which may do anything.
+        for (std::size_t i = 0; i < taken; ++i) abandon_coroutine(frames[i], *promises[i]);
+        if (taken != 0) static_cast<sweep*>(self)->abandoned = true;
+      } while (taken == batch);
+    }
+    return true;
+  };
+  owner.execute(&item, nullptr);
+  return item.abandoned;
+}
+
+bool is_abandoned_resumption(task_base* task) noexcept {
+  if ((task->kind_and_priority & task_base::resumes_coroutine) == 0) return false;
+  return waiting_record_access::is_abandoned(static_cast<resumption_task*>(task)->body());
+}
 
 void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where) {
   if (!promise.done) {
@@ -26,6 +201,8 @@ void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, tas
   // Nobody holds a handle to it: only the system's reference. relaxed: nothing else can
   // reach the task yet; the launch below publishes it
   resumption->references.store(task_base::one_reference, std::memory_order_relaxed);
+  // Behind a task, the awaited work may never complete: the shutdown must be able to find it.
+  if (after != nullptr) resumption->body().record_waiting(resumption);
   // After this the coroutine may resume on another thread at once: `promise` is not ours.
   if (after != nullptr) {
     launch_behind(resumption, &after, 1, resumption->own_group());
@@ -78,19 +255,7 @@ void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept {
   owner->flags.fetch_or(has_exception, std::memory_order_relaxed);  // relaxed: published by completion
 }
 
-void resumer::abandon() noexcept {
-  task_base* owner = promise_->owner;
-  report(diagnostic_kind::never_ran, std::string("coroutine task '") + owner->name +
-                                         "' was suspended when its scheduler shut down: it never resumes; frame freed");
-  hand_over_failure(owner, std::make_exception_ptr(task_never_ran(std::string("coroutine task '") + owner->name +
-                                                                  "' never resumed")));
-  owner->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: as above; reported already
-  std::optional<task_event> done = std::move(promise_->done);
-  auto destroy_body = promise_->destroy_body;
-  std::exchange(frame_, {}).destroy();
-  destroy_body(owner);
-  if (done) done->trigger();
-}
+void resumer::abandon(std::coroutine_handle<> frame) noexcept { abandon_coroutine(frame, *promise_); }
 
 void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept {
   coro_promise_base* promise = static_cast<resumption_task*>(resumption)->body().promise();

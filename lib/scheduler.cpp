@@ -671,6 +671,9 @@ void scheduler::impl::shutdown() {
       return item != nullptr;
     });
     drain_until_quiescent();
+    // Coroutines still suspended now await work that nothing will complete: each is
+    // reported and freed, and what its task's completion makes ready still runs.
+    while (detail::abandon_stranded_coroutines(*this)) drain_until_quiescent();
     stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
     foreground_wake.notify_all();
     background_wake.notify_all();

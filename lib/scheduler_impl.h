@@ -337,6 +337,12 @@ inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const
 }
 
 namespace detail {
+// abandon_stranded_coroutines abandons the coroutines of `owner` that are still suspended
+// behind work that has not completed (lib/coroutine.cpp): for its shutdown, once nothing
+// else of it runs. Each is reported, its frame and body freed, its task completed as never
+// resumed. Returns whether it found any (what they made ready is then queued).
+bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept;
+
 // scheduler_access lets the task layer reach a scheduler's state.
 struct scheduler_access {
   static scheduler::impl& of(scheduler& facade) noexcept { return *facade.impl_; }

@@ -213,4 +213,8 @@ magpie::pipe* current_pipe() noexcept;
 // nests `nested` in the coroutine's task instead (lib/coroutine.cpp).
 void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept;
 
+// is_abandoned_resumption: `task` resumes a coroutine that its scheduler's shutdown
+// abandoned; it does nothing if it runs (lib/coroutine.cpp).
+bool is_abandoned_resumption(task_base* task) noexcept;
+
 }  // namespace magpie::detail

@@ -29,6 +29,7 @@
 #include <magpie/task_event.h>
 
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <optional>
@@ -189,30 +190,59 @@ class placement_awaiter {
 
 // resumer is the body of a coroutine's resumption task. Destroyed without having run
 // (its scheduler shut down before it could), it abandons the coroutine (lib/coroutine.cpp).
+//
+// A resumer that waits behind the task its coroutine awaits is recorded (record_waiting)
+// until it is claimed: by its run, by its destruction, or by its scheduler's shutdown,
+// which abandons coroutines whose awaited work never completed (abandon_stranded_coroutines,
+// lib/coroutine.cpp). Whoever claims it takes the frame; a resumer claimed by the shutdown
+// finds none when it runs later, and does nothing.
 class resumer {
  public:
   resumer(std::coroutine_handle<> frame, coro_promise_base* promise) noexcept : frame_(frame), promise_(promise) {}
+  // Only before record_waiting: a recorded resumer is linked by its address.
   resumer(resumer&& other) noexcept : frame_(std::exchange(other.frame_, {})), promise_(other.promise_) {}
   resumer(const resumer&) = delete;
   resumer& operator=(const resumer&) = delete;
   resumer& operator=(resumer&&) = delete;
   ~resumer() {
-    if (frame_) abandon();
+    if (std::coroutine_handle<> frame = claim()) abandon(frame);
   }
 
   void operator()() {
+    std::coroutine_handle<> frame = claim();
+    if (!frame) return;  // abandoned at its scheduler's shutdown: there is nothing left to resume
     token_for_segment scope(promise_->token);  // read before the resume, which may free the promise
-    std::exchange(frame_, {}).resume();
+    frame.resume();
   }
 
   // promise is the promise of the coroutine this task resumes (read by add_nested while it runs).
   coro_promise_base* promise() const noexcept { return promise_; }
 
- private:
-  void abandon() noexcept;
+  // record_waiting records this resumer, of task `resumption`, until it is claimed
+  // (lib/coroutine.cpp). Once, before its task is launched.
+  void record_waiting(task_base* resumption) noexcept;
 
-  std::coroutine_handle<> frame_;
+ private:
+  friend struct waiting_record_access;  // lib/coroutine.cpp
+
+  static constexpr std::uint8_t not_recorded = 0xff;
+
+  // claim takes the frame, or nothing if it was taken already; the claimer owns the coroutine.
+  std::coroutine_handle<> claim() noexcept {
+    if (stripe_ == not_recorded) return std::exchange(frame_, {});
+    return claim_recorded();
+  }
+  std::coroutine_handle<> claim_recorded() noexcept;
+  void abandon(std::coroutine_handle<> frame) noexcept;
+
+  std::coroutine_handle<> frame_;  // of a recorded resumer: read and written under its stripe's lock
   coro_promise_base* promise_;
+  // Once recorded: its task, the stripe of the record it is in (lib/coroutine.cpp) and,
+  // until claimed, its neighbours there.
+  task_base* task_ = nullptr;
+  resumer* newer_ = nullptr;
+  resumer* older_ = nullptr;
+  std::uint8_t stripe_ = not_recorded;
 };
 
 // coro_task<Body, R> is a task whose body returns coro<R>: running it starts the coroutine,
