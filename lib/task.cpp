@@ -86,11 +86,23 @@ void destroy(task_base* task) noexcept {
   task->apply(task_op::destroy);
 }
 
+// only_abandoned_coroutines_wait: every task waiting for the untriggered `event`, whose
+// last handle is gone, resumes a coroutine its scheduler's shutdown abandoned. Triggering it
+// then runs nothing, and frees them and it. Without handles nobody can push to its list,
+// and nobody can complete it: the walk is safe.
+bool only_abandoned_coroutines_wait(task_base* event) noexcept {
+  for (task_edge* edge = event->subsequents.newest_while_open(); edge != nullptr;
+       edge = subsequent_list<task_edge>::next_of(edge)) {
+    if (edge->kind != edge_kind::prerequisite || !is_abandoned_resumption(edge->subsequent)) return false;
+  }
+  return true;
+}
+
 // last_handle_dropped: nobody can trigger an untriggered event any more. Out of line:
 // drop_handle is on every task's path, this only on an event's.
 [[gnu::noinline]] void last_handle_dropped(task_base* event) noexcept {
   if (event->has_flag(triggered)) return;
-  if (!event->subsequents.is_empty() && !event->is_completed()) {
+  if (!event->subsequents.is_empty() && !event->is_completed() && !only_abandoned_coroutines_wait(event)) {
     report(diagnostic_kind::never_ran,
            std::string("task event '") + event->name +
                "' lost its last handle without trigger(): the tasks waiting for it can never run");
@@ -112,7 +124,8 @@ bool can_run_here(const task_base* task) noexcept {
 
 // report_orphan reports a task that became ready after its scheduler was destroyed (see
 // scheduler_slot). Cold.
-[[gnu::cold, gnu::noinline]] void report_orphan(const task_base* task) noexcept {
+[[gnu::cold, gnu::noinline]] void report_orphan(task_base* task) noexcept {
+  if (is_abandoned_resumption(task)) return;  // its coroutine was reported when it was abandoned
   report(diagnostic_kind::never_ran, std::string("task '") + task->name +
                                          "' became ready after its scheduler was destroyed: it never runs");
 }
