@@ -21,6 +21,10 @@
 // when_any results, and resume_on(named_thread), resume_on(priority), yield().
 // add_nested() from the coroutine makes the coroutine task wait for the nested task, before
 // and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
+//
+// Destroying the scheduler abandons its coroutines still suspended behind work that never
+// completed (an event never triggered): each is reported by name, its frame and body are
+// freed, and its task completes holding task_never_ran (docs/coroutines.md, Shutdown).
 #pragma once
 
 #include <magpie/cancellation.h>

@@ -142,8 +142,9 @@ class scheduler {
 
   // shutdown stops accepting work from outside (a launch from a thread that is not running
   // this scheduler's work is reported and discarded), lets running work launch more, runs
-  // everything launched, reports by name and discards work stranded in named-thread
-  // queues, and joins the workers. Idempotent.
+  // everything launched, reports by name and abandons coroutines still suspended behind
+  // work that never completed (magpie/coroutine.h), reports by name and discards work
+  // stranded in named-thread queues, and joins the workers. Idempotent.
   void shutdown();
 
   // worker_count is the number of foreground workers.
