@@ -27,23 +27,37 @@ void erase_one(std::vector<tick_function*>& list, tick_function* value) {
 
 }  // namespace
 
+struct tick_function::links {
+  std::string name;
+  std::function<void(float, level_tick)> body;
+  std::vector<tick_function*> prerequisites;
+  std::vector<tick_function*> dependents;  // who lists it, so destruction unlinks both ways
+};
+
 tick_function::tick_function() = default;
 
 tick_function::tick_function(std::string name, std::function<void(float, level_tick)> body)
-    : name_(std::move(name)), body_(std::move(body)) {}
+    : links_(std::make_unique<links>(links{std::move(name), std::move(body), {}, {}})) {}
 
 tick_function::~tick_function() {
   unregister_tick_function();
-  // Edges both ways go with it: nobody is left holding a pointer to a destroyed tick.
-  for (tick_function* before : prerequisites_) erase_one(before->dependents_, this);
-  for (tick_function* after : dependents_) {
-    erase_one(after->prerequisites_, this);
+  if (!links_) return;
+  // Edges both ways go with it: nobody is left holding a pointer to a destroyed tick. (A
+  // tick at either end of an edge has its links: adding the edge made them.)
+  for (tick_function* before : links_->prerequisites) erase_one(before->links_->dependents, this);
+  for (tick_function* after : links_->dependents) {
+    erase_one(after->links_->prerequisites, this);
     after->changed_schedule();
   }
 }
 
+tick_function::links& tick_function::own_links() {
+  if (!links_) links_ = std::make_unique<links>();
+  return *links_;
+}
+
 void tick_function::execute_tick(float delta_seconds, level_tick tick_type) {
-  if (body_) body_(delta_seconds, tick_type);
+  if (links_ && links_->body) links_->body(delta_seconds, tick_type);
 }
 
 // may_change says whether a setting may change now: a registered tick belongs to its
@@ -174,27 +188,37 @@ void tick_function::add_prerequisite(tick_function& prerequisite) {
     return;
   }
   if (!may_change("add_prerequisite") || !prerequisite.may_change("add_prerequisite")) return;
-  if (std::find(prerequisites_.begin(), prerequisites_.end(), &prerequisite) != prerequisites_.end()) return;
-  prerequisites_.push_back(&prerequisite);
-  prerequisite.dependents_.push_back(this);
+  std::vector<tick_function*>& before = own_links().prerequisites;
+  if (std::find(before.begin(), before.end(), &prerequisite) != before.end()) return;
+  before.push_back(&prerequisite);
+  prerequisite.own_links().dependents.push_back(this);
   changed_schedule();
   prerequisite.changed_schedule();
 }
 
 void tick_function::remove_prerequisite(tick_function& prerequisite) {
-  if (!may_change("remove_prerequisite")) return;
-  auto found = std::find(prerequisites_.begin(), prerequisites_.end(), &prerequisite);
-  if (found == prerequisites_.end()) return;
-  prerequisites_.erase(found);
-  erase_one(prerequisite.dependents_, this);
+  if (!may_change("remove_prerequisite") || !links_) return;
+  std::vector<tick_function*>& before = links_->prerequisites;
+  auto found = std::find(before.begin(), before.end(), &prerequisite);
+  if (found == before.end()) return;
+  before.erase(found);
+  erase_one(prerequisite.links_->dependents, this);
   changed_schedule();
 }
 
 ticking_group tick_function::actual_start_tick_group() const { return actual_start_; }
 ticking_group tick_function::actual_end_tick_group() const { return actual_end_; }
 
-const std::string& tick_function::name() const { return name_; }
+const std::vector<tick_function*>& tick_function::prerequisites() const {
+  static const std::vector<tick_function*> none;
+  return links_ ? links_->prerequisites : none;
+}
 
-void tick_function::set_name(std::string name) { name_ = std::move(name); }
+const std::string& tick_function::name() const {
+  static const std::string unnamed;
+  return links_ ? links_->name : unnamed;
+}
+
+void tick_function::set_name(std::string name) { own_links().name = std::move(name); }
 
 }  // namespace magpie
