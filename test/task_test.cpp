@@ -43,6 +43,26 @@ TEST_CASE("task: a launched task runs once and hands back its result") {
   }
 }
 
+TEST_CASE("task: runs_on names the named thread a task was placed on, and nothing otherwise") {
+  scheduler pool(test::options_with(1));
+  pool.attach(named_thread::game);
+  task<> anywhere = pool.launch("anywhere", [] {});
+  task<> on_render = pool.launch("on render", [] {}, on_thread(named_thread::render, thread_queue::local, true));
+  task<> on_game = pool.launch("on game", [] {}, on_thread(named_thread::game));
+  CHECK_FALSE(anywhere.runs_on().has_value());
+  REQUIRE(on_render.runs_on().has_value());
+  CHECK(*on_render.runs_on() == named_thread::render);
+  REQUIRE(on_game.runs_on().has_value());
+  CHECK(*on_game.runs_on() == named_thread::game);
+  CHECK_FALSE(task<>().runs_on().has_value());
+  on_game.wait();
+  anywhere.wait();
+  pool.detach();
+  pool.attach(named_thread::render);
+  on_render.wait();
+  pool.detach();
+}
+
 TEST_CASE("task: an invalid handle counts as completed; get_result on it is reported and throws") {
   test::diagnostic_recorder recorder;
   task<int> nothing;

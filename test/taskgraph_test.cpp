@@ -861,6 +861,32 @@ TEST_CASE("taskgraph stress: a chain of 100,000 graph events completes without d
   CHECK(previous->is_complete());
 }
 
+TEST_CASE("taskgraph: a named thread's wait runs its own commands in the order given among any-thread tasks it holds") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> any_ran{0};
+    std::vector<int> commands;
+    graph_event_array all;
+    for (int i = 0; i < 4000; ++i) {
+      if (i % 100 == 50) {
+        all.add(function_graph_task::create_and_dispatch_when_ready(
+            [&commands, i] { commands.push_back(i / 100); }, "command", nullptr, named_threads::game_thread));
+      } else {
+        all.add(function_graph_task::create_and_dispatch_when_ready([&any_ran] { any_ran.fetch_add(1); }, "work"));
+      }
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
+    for (const auto& each : all) CHECK(each->is_complete());
+    CHECK(any_ran.load() == 4000 - 40);
+    REQUIRE(commands.size() == 40);
+    for (int i = 0; i < 40; ++i) CHECK(commands[static_cast<std::size_t>(i)] == i);
+  }
+}
+
 TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in the order each sent them" *
           doctest::test_suite("stress")) {
   for (int round = 0; round < test::stress_repeat(); ++round) {

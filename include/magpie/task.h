@@ -29,6 +29,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <optional>
 #include <ranges>
 #include <stdexcept>
 #include <type_traits>
@@ -98,6 +99,12 @@ class task<void> {
 
   // name is the name given at launch ("" for an invalid handle).
   const char* name() const noexcept { return base_ != nullptr ? base_->name : ""; }
+
+  // runs_on is the named thread the task was placed on, if any (none for an invalid handle).
+  std::optional<named_thread> runs_on() const noexcept {
+    if (base_ == nullptr || base_->target == detail::target_none) return std::nullopt;
+    return named_thread(base_->target >> 2);  // task_base::target: index << 2 | queue << 1 | high
+  }
 
   friend bool operator==(const task& a, const task& b) noexcept { return a.base_ == b.base_; }
 

@@ -6,6 +6,7 @@
 #include <magpie/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <thread>
@@ -227,13 +228,25 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // retracts it instead.
   bool has_workers = pool_->worker_count() + pool_->background_worker_count() > 0;
   if (named && has_workers && !pool_->is_processing(thread, queue)) {
-    // Retraction first, as Unreal's wait does: what has not started runs here, in the
-    // order given (tasks one producer sent to this thread, waited for in the order sent,
-    // run in that order), so only what others are running is left to wait for.
+    // Retraction first, as Unreal's wait does: what has not started runs here, so only what
+    // others are running is left to wait for. Tasks for a named thread run in the order
+    // given (one producer's commands to this thread, waited for in the order sent, run in
+    // that order). Any-thread tasks launched from here lie on this thread's deque: a
+    // wait_all that does not block takes them back in runs, newest first, up to one it
+    // cannot complete at once (one at a time, a 2^20 batch's wait took twice a wait_all's).
+    bool all_completed = true;
+    for (std::size_t at = 0; at < tasks.size();) {
+      std::size_t end = at;
+      while (end < tasks.size() && !tasks[end].runs_on()) ++end;
+      if (end > at && !magpie::wait_all(tasks.subspan(at, end - at), std::chrono::nanoseconds(0))) all_completed = false;
+      if (end < tasks.size()) all_completed = false;  // a named thread's task: retracted below
+      at = end + 1;
+    }
+    if (all_completed) return;
     std::vector<task<>> pending;
     for (const graph_event_ref& each : tasks) {
       const task<>& one = each;
-      if (!one.try_retract_and_execute() || !one.is_completed()) pending.push_back(one);
+      if (!one.is_completed() && (!one.try_retract_and_execute() || !one.is_completed())) pending.push_back(one);
     }
     // A brief look before the return task: work a worker is finishing ends the wait without
     // a wake-up through the queue.
@@ -252,6 +265,12 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   if (tasks.size() == 1) {
     tasks[0].task<>::wait();  // through the caller's own handle
     return;
+  }
+  // A named thread's tasks first, one by one in the order given: wait_all goes newest
+  // first, and on their own thread (without workers) would run one producer's commands in
+  // reverse. Then the rest together.
+  for (const graph_event_ref& each : tasks) {
+    if (each.runs_on()) each.task<>::wait();
   }
   magpie::wait_all(tasks);
 }
