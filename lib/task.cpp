@@ -146,10 +146,19 @@ void enqueue(task_base* task) noexcept {
   }
 }
 
+// waiter_flagged is the look for a blocked waiter by a thread that just made the task
+// ready (its last unlock) or complete (its close): the changer's half of the Dekker pairing
+// with the waiter's set_flag, fence and re-check. An acquire load is not in the single order
+// S, so [atomics.order] would let both sides miss; seq_cst puts it there (a plain `mov` on
+// x86-64, `ldar` on ARMv8: no dearer than acquire).
+bool waiter_flagged(const task_base* task) noexcept {
+  return (task->flags.load(std::memory_order_seq_cst) & has_waiter) != 0;  // seq_cst: pairs with set_flag and the waiter's fence
+}
+
 // schedule enqueues a task that became ready, and wakes a waiter blocked on it.
 void schedule(task_base* task) noexcept {
   // Read before the push: once queued, the task may run and be freed at any moment.
-  bool wake_waiter = task->has_flag(has_waiter);
+  bool wake_waiter = waiter_flagged(task);
   enqueue(task);
   // A blocked waiter retries retraction now that the task can run.
   if (wake_waiter) waiters_of(task).notify_all();
@@ -874,7 +883,7 @@ void ready_loop::finish(task_base* task) noexcept {
                                                              : task->subsequents.close();
   // After close: pairs with the waiter's flag-then-check. Before the subsequents are
   // released: an inline one runs here, for as long as it likes, and the task is complete.
-  if (task->has_flag(has_waiter)) waiters_of(task).notify_all();
+  if (waiter_flagged(task)) waiters_of(task).notify_all();
   release_edges(newest_first);
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
 }
