@@ -115,9 +115,11 @@ void task_group::child_started() noexcept {
   const thread_context& context = this_thread_context();
   // A standby worker keeps a child's children private (it has no deque to steal from).
   if (context.owner == owner_ && context.self != nullptr && !context.self->standby) {
-    // release: pairs with help()'s acquire, so a joiner that reads the worker sees it whole
-    // (TSan under chaos caught a joiner reading a standby worker made after it started)
-    thief_.store(context.self, std::memory_order_release);
+    // relaxed: the pool's workers are made in the scheduler's constructor, before anyone can
+    // reach a group of it, and help() only steals from the worker's deque, whose own atomics
+    // publish the items (a standby worker, made later, is never named: TSan once caught a
+    // joiner reading one made after it started)
+    thief_.store(context.self, std::memory_order_relaxed);
   }
 }
 
@@ -142,7 +144,7 @@ bool task_group::help(int joiner_depth) noexcept {
   worker* self = context.owner == owner_ ? context.self : nullptr;
   work_item* item = nullptr;
   // Leapfrog: the thief of one of our children has our grandchildren on its deque.
-  auto* thief = static_cast<worker*>(thief_.load(std::memory_order_acquire));  // acquire: pairs with child_started's release
+  auto* thief = static_cast<worker*>(thief_.load(std::memory_order_relaxed));  // relaxed: a worker made with the scheduler (child_started)
   if (thief != nullptr && thief != self) {
     if (auto loot = thief->deque.steal()) item = *loot;
   }
