@@ -453,6 +453,25 @@ TEST_CASE("scheduler: shutdown with 1,000 jobs queued and jobs spawning jobs, 10
   }
 }
 
+// counters() promises that a caller who sees every worker parked sees what they ran: the
+// parking add (release) and the counters' load (acquire) are its only edge to the workers'
+// plain writes here — the jobs are never waited for, and `executed` is a relaxed statistic.
+TEST_CASE("scheduler: counters that show every worker parked publish the work they ran" *
+          doctest::test_suite("stress")) {
+  constexpr int jobs = 64;
+  for (int repeat = 0; repeat < 40 * stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 4u}) {
+      CAPTURE(workers);
+      scheduler pool(pool_of(workers));
+      std::vector<int> written(jobs, 0);  // plain: published only by the workers' parking
+      for (int i = 0; i < jobs; ++i) launch(pool, [&written, i] { written[static_cast<std::size_t>(i)] = i + 1; });
+      wait_until([&] { return pool.counters().executed == jobs; });
+      wait_until_all_parked(pool);
+      for (int i = 0; i < jobs; ++i) REQUIRE(written[static_cast<std::size_t>(i)] == i + 1);
+    }
+  }
+}
+
 TEST_CASE("scheduler: launches from many threads while workers steal, all run exactly once" *
           doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < stress_repeat(); ++repeat) {
