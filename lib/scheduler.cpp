@@ -256,7 +256,9 @@ void scheduler::impl::start() {
 }
 
 bool scheduler::impl::accepts_from_this_thread() const {
-  if (accepting.load(std::memory_order_acquire)) return true;  // acquire: pairs with shutdown's store
+  // relaxed: `true` is the constructor's value, published with the scheduler; after `false`
+  // the caller only reports and discards its own item, reading nothing shutdown wrote
+  if (accepting.load(std::memory_order_relaxed)) return true;
   const thread_context& context = this_thread_context();
   return context.owner == this && (context.self != nullptr || context.running > 0);
 }
@@ -660,7 +662,7 @@ void scheduler::impl::shutdown() {
     return;
   }
   std::call_once(shut_down, [this] {
-    accepting.store(false, std::memory_order_release);  // release: pairs with accepts_from_this_thread
+    accepting.store(false, std::memory_order_relaxed);  // relaxed: its readers read nothing after `false` (accepts_from_this_thread)
     drain_until_quiescent();
     // Threads outside the pool may still run its work (a waiter retracting a task): the
     // slot closes to them, and the work they still run is waited for. Meanwhile queued work

@@ -205,7 +205,7 @@ class task_group {
   void spawn(detail::group_child_base* child, priority at, bool home) {
     if (home && at == priority::normal && on_home_deque() &&
         // relaxed: `true` is the constructor's value, which publishes nothing; `false` sends
-        // the child to schedule(), whose acquire load then pairs with shutdown's store
+        // the child to schedule(), which decides (and reads nothing shutdown wrote)
         (home_accepting_ == nullptr || home_accepting_->load(std::memory_order_relaxed))) {
       // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
       spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
