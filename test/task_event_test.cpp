@@ -283,6 +283,42 @@ TEST_CASE("task_event stress: storms of prerequisites and triggers from many thr
   }
 }
 
+// Adding a prerequisite to an event first walks the tasks waiting for the event (the cycle
+// check, lib/task_cycles.cpp). Another thread launching behind the event meanwhile pushes
+// edges onto its list; the walk's acquire of the list head is its only edge to them (the
+// launcher got its handle before the walks began, and `done` is relaxed).
+TEST_CASE("task_event stress: adding prerequisites walks edges that another thread is launching behind the event" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    no_leaks leaks;
+    scheduler pool(test::options_with(2));
+    for (int round = 0; round < 20; ++round) {
+      task_event gate("gate", pool);
+      task_event event("event", pool);
+      // Neither complete nor ready, so the cycle check walks from the event to look for it.
+      task<> held = pool.launch("held", [] {}, gate);
+      std::atomic<int> ran{0};
+      std::atomic<bool> done{false};
+      std::thread launcher([&pool, &ran, &done, copy = event] {
+        for (int i = 0; i < 50; ++i) pool.launch("behind", [&ran] { ran.fetch_add(1); }, copy);
+        done.store(true, std::memory_order_relaxed);  // relaxed: no edge to the walks
+      });
+      int added = 0;
+      bool last = false;
+      do {
+        last = done.load(std::memory_order_relaxed);  // relaxed: as above
+        event.add_prerequisites(held);
+        ++added;
+      } while (!last && added < 100000);
+      launcher.join();
+      gate.trigger();
+      event.trigger();
+      event.wait();
+      while (ran.load() != 50) std::this_thread::yield();  // the tasks behind it, fire-and-forget
+    }
+  }
+}
+
 TEST_CASE("task_event stress: the last handle drops while another thread triggers or a worker completes" *
           doctest::test_suite("stress")) {
   // CI once caught drop_handle reading a task after giving up its handle, while a worker
