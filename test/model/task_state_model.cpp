@@ -14,6 +14,8 @@
 //
 // Mutant (run with --mutant=release_to_relaxed, must fail): without the releases, X's body
 // can read P's result before P wrote it.
+//
+// A second model below, task_state piped, checks the parts of a piped task.
 #include <magpie/detail/subsequent_list.h>
 #include <magpie/detail/task_state.h>
 
@@ -103,8 +105,70 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
   }
 };
 
+// task_state_piped_model is the end of a piped task X with one nested task N still running
+// when X's body returns (lib/task.cpp, finish_body and release_part_of): a piped task's
+// parts go with release_part_unless_last, so that the last one leaves its pipe's count
+// before the release that completes X.
+//   (before) X begun, with its body's part and N's part;
+//   thread 0: X's body writes its result, sets body_returned (release, as finish_body),
+//             then ends its part;
+//   thread 1: N completes: ends its part of X;
+//   thread 2: a waiter: once X's list is closed, reads the flags (as get_result's
+//             exception check) and the result.
+// Whoever ends the last part completes X: closes its list. Must hold: X completes once, and
+// the waiter reads the body's result. The body's part carries the result to N's thread only
+// through release_part_unless_last's release half (the flag's release is read, if at all,
+// by loads that may see the word as it was), which the single-operation sweep weakens.
+template <weakening W>
+struct task_state_piped_model : rl::test_suite<task_state_piped_model<W>, 3> {
+  using atomics = relacy_atomics<W>;
+  using state_type = detail::task_state<atomics>;
+  struct edge {
+    detail::subsequent_list_hook<edge, atomics> hook;
+  };
+  using list_type = detail::subsequent_list<edge, atomics>;
+  static constexpr unsigned body_returned = 8;  // as task_flags' body_returned
+
+  state_type x;
+  list_type x_subsequents;
+  typename atomics::template atomic<unsigned> flags{0};
+  typename atomics::template atomic<int> result;  // uninitialised until the body writes it
+  int completed[2] = {0, 0};
+
+  void before() {
+    (void)x.unlock();                  // launched, ready
+    (void)x.try_begin_execution();     // begun: the body's part
+    x.add_nested_lock();               // N's part
+  }
+
+  void end_part(unsigned thread) {  // release_part_of for a piped task
+    if (x.release_part_unless_last()) return;  // other parts remain
+    // (the pipe's count of uncompleted tasks is left here)
+    if (x.release_part()) {
+      ++completed[thread];
+      (void)x_subsequents.close();
+    }
+  }
+
+  void thread(unsigned index) {
+    if (index == 0) {
+      result.store(7, std::memory_order::relaxed);
+      flags.fetch_add(body_returned, std::memory_order::release);  // finish_body's fetch_or
+      end_part(0);
+    } else if (index == 1) {
+      end_part(1);
+    } else if (x_subsequents.is_closed()) {
+      (void)flags.load(std::memory_order::acquire);  // has_flag(has_exception)
+      RL_ASSERT(result.load(std::memory_order::relaxed) == 7);
+    }
+  }
+
+  void after() { RL_ASSERT(completed[0] + completed[1] == 1); }
+};
+
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  return magpie::model::model_main<magpie::model::task_state_model>(argc, argv, "task_state");
+  if (int failed = magpie::model::model_main<magpie::model::task_state_model>(argc, argv, "task_state")) return failed;
+  return magpie::model::model_main<magpie::model::task_state_piped_model>(argc, argv, "task_state piped");
 }
