@@ -72,12 +72,15 @@ thread_buffer* claim() {
     }
   }
   auto* made = new thread_buffer;
-  made->next = every_buffer.load(std::memory_order_relaxed);  // relaxed: the CAS below decides
+  // acquire: pairs with the push's release — the count below walks the buffers other
+  // threads pushed, reading their `next` (TSan under chaos caught it relaxed)
+  made->next = every_buffer.load(std::memory_order_acquire);
   std::uint32_t count = 0;
   for (thread_buffer* each = made->next; each != nullptr; each = each->next) ++count;
   made->number = count + 1;
-  // release: publishes the buffer's fields to the writer's walk and other claimers
-  while (!every_buffer.compare_exchange_weak(made->next, made, std::memory_order_release, std::memory_order_relaxed)) {  // relaxed: we retry
+  // acq_rel: its release publishes the buffer's fields to the writer's walk and other
+  // claimers; acquire on failure: the retry walks the list it read, as the first walk does
+  while (!every_buffer.compare_exchange_weak(made->next, made, std::memory_order_acq_rel, std::memory_order_acquire)) {
     count = 0;
     for (thread_buffer* each = made->next; each != nullptr; each = each->next) ++count;
     made->number = count + 1;
