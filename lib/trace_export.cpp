@@ -53,9 +53,15 @@ std::vector<track> take_events() {
     const char* user_name = each->user_name.load(std::memory_order_relaxed);
     made.name = user_name != nullptr ? user_name : role_name(each->role.load(std::memory_order_relaxed), each->number);  // relaxed: as user_name
     made.events.reserve(kept);
+    // A thread's events are in its program order; its clock is not always: a thread moved
+    // to another core may read a time-stamp counter behind the last one's (seen on VMs).
+    // Times are kept from going back within a track, so that merging the tracks by time,
+    // which numbers the tasks' launches, keeps each thread's own order.
+    std::uint64_t latest = 0;
     for (std::uint64_t i = written - kept; i < written; ++i) {
       event copied = each->events[i & (each->capacity - 1)];
-      copied.time = since_epoch_ns(copied.time, scale);
+      latest = std::max(latest, since_epoch_ns(copied.time, scale));
+      copied.time = latest;
       made.events.push_back(copied);
     }
     each->exported.store(written, std::memory_order_release);  // release: the owner may reuse the slots after seeing it
