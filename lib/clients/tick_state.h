@@ -3,15 +3,15 @@
 //
 // A registered tick function owns a slot: the manager's record of it, at a stable address
 // (slots live in a deque), which the schedule's units point at. A slot outlives its tick
-// function's registration: unregistering clears the slot's function pointer, so a unit that
-// reaches it afterwards skips it, and the slot is reused only after the schedule that
-// pointed at it has been rebuilt.
+// function's registration: unregistering clears the word of the member that runs it this
+// frame (see member), so a unit that reaches it afterwards skips it, and the slot is reused
+// only after the schedule that pointed at it has been rebuilt.
 //
 // The schedule is a list of units in creation order, each run by one magpie task: a chunk
-// of ticks without a prerequisite to wait for, a batch, or one tick with prerequisites to
-// wait for. A unit waits only for units created before it, so launching in creation order
-// always finds its prerequisites' tasks, and waiting in creation order never waits for a
-// unit whose prerequisites are still waited for.
+// of ticks without a prerequisite to wait for, a chunk of ticks that wait for other units,
+// a batch, or (during a frame) one newly spawned tick. A unit waits only for units created
+// before it, so launching in creation order always finds its prerequisites' tasks, and
+// waiting in creation order never waits for a unit whose prerequisites are still waited for.
 #pragma once
 
 #include <magpie/scheduler.h>
@@ -132,7 +132,7 @@ struct unit {
   bool game_thread = true;
   bool high_priority = false;
   bool batch = false;
-  bool single = false;  // one tick with prerequisites to wait for
+  bool single = false;  // one tick registered or enabled during the frame
 
   // Per frame.
   task<> handle;
