@@ -1092,6 +1092,71 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
   }
 }
 
+// With no workers, a thread running no body that waits for a task lying under newer entries
+// of its deque runs those first, newest first, down to the task (nothing else would run them:
+// UE's no-threading mode ran each at its launch), in the order they lie in memory; entries
+// of another type run too. From an attached thread and from a plain one.
+TEST_CASE("wait: with no workers, a wait at top level runs the entries above its task first, newest first") {
+  for (bool attached : {true, false}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    std::vector<int> ran;  // one thread runs everything
+    std::vector<task<>> handles;
+    for (int i = 0; i < 10; ++i) {
+      if (i % 3 == 1) {
+        handles.push_back(pool.launch("other type", [&ran, i] { ran.push_back(i); }));
+      } else {
+        handles.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
+      }
+    }
+    handles[3].wait();
+    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3});
+    handles[0].wait();  // the oldest: taken back alone
+    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3, 0});
+    wait_all(handles);
+    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3, 0, 2, 1});
+    if (attached) pool.detach();
+  }
+}
+
+// Inside a body the wait claims its task alone: a task run early on top of the body could
+// wait for that body, which cannot go on until it returns.
+TEST_CASE("wait: with no workers, a wait inside a body runs only what its task needs") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> ran;
+  std::vector<task<>> inner;
+  task<> outer = pool.launch("outer", [&] {
+    for (int i = 0; i < 5; ++i) inner.push_back(pool.launch("inner", [&ran, i] { ran.push_back(i); }));
+    inner[2].wait();
+    ran.push_back(-1);
+  });
+  outer.wait();
+  CHECK(ran == std::vector<int>{2, -1});
+  wait_all(inner);
+  CHECK(ran.size() == 6);
+}
+
+// A task another thread launched lies in that thread's deque: the waiter runs its own deque
+// out, finds the task not there, and claims it where it lies.
+TEST_CASE("wait: with no workers, waiting for another thread's task runs this thread's entries, then claims it") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> ran;
+  std::vector<task<>> mine;
+  for (int i = 0; i < 3; ++i) mine.push_back(pool.launch("mine", [&ran, i] { ran.push_back(i); }));
+  task<> theirs;
+  std::thread([&] {
+    theirs = pool.launch("theirs", [&ran] { ran.push_back(100); });
+    pool.launch("after theirs", [] {});  // so that theirs is not the newest there
+  }).join();
+  theirs.wait();
+  CHECK(ran == std::vector<int>{2, 1, 0, 100});
+  wait_all(mine);
+}
+
 // The trimming above races the thieves: workers steal from the same deque while the waiter
 // pops its newest entries to drop the stale ones, and other threads wait for some of the
 // same tasks. Every task runs once, every result is right, nothing stays alive.
