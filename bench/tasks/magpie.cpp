@@ -56,6 +56,17 @@ auto wait_in_order(const std::vector<std::size_t>& order) {
   };
 }
 
+// read_in_order_after_wait_all waits for all the handles at once, then reads each in `order`
+// and asks its task whether it completed.
+auto read_in_order_after_wait_all(const std::vector<std::size_t>& order) {
+  return [&order](std::vector<magpie::task<>>& handles) {
+    magpie::wait_all(handles);
+    std::size_t completed = 0;
+    for (std::size_t index : order) completed += handles[index].is_completed() ? 1 : 0;
+    check(completed == handles.size(), "read in order");
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,5 +182,9 @@ int main(int argc, char** argv) {
     std::shuffle(order.begin(), order.end(), std::mt19937_64(20261127));
     auto at_random = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, wait_in_order(order)); });
     bench::record(chosen, "magpie", "task_wait_random_order_unattached", std::to_string(batch), threads, at_random, batch);
+    // The floor of any wait in that order: wait_all, then each handle read in that order and
+    // its task asked whether it completed (a random read of the handle and of the task).
+    auto floor = bench::time_runs(chosen.runs, [&] { launch_batch(pool, batch, handles, read_in_order_after_wait_all(order)); });
+    bench::record(chosen, "magpie", "task_wait_random_order_floor", std::to_string(batch), threads, floor, batch);
   }
 }
