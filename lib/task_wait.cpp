@@ -313,15 +313,18 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
 // claimed at random, each task's line is fetched behind the locked instructions of the wait
 // before, one memory latency a wait (2^20 tasks: 500 ns a wait against 50 for wait_all).
 // Inside a body, a task run early could wait for the body beneath it: a false cycle.
-bool runs_newer_first(bool allowed, scheduler::impl* owner) noexcept {
-  return allowed && innermost_running == nullptr && owner->workers.empty();
+// (A task not ready yet lies in no deque: the wait retracts what it waits for, then helps.)
+bool runs_newer_first(bool allowed, const task_base* task, scheduler::impl* owner) noexcept {
+  return allowed && innermost_running == nullptr && owner->workers.empty() && task->state.is_ready();
 }
 
 // run_newer_first pops `own`, this thread's deque of `owner`, running each entry, until it
 // has run `task`'s entry, or the deque is empty (the task lies elsewhere: another thread
 // launched it). Entries of the task's own type (its handler: each task type has its own)
-// run as taken back (run_taken_back, as wait_all runs them), others as a worker runs them;
-// a stale entry is dropped.
+// with nothing linked to them yet run as taken back (run_taken_back, as wait_all runs them:
+// no close, no scheduling after), others as a worker runs them (whose handler runs a chain's
+// next task at once, in the same locked instruction as its last unlock); a stale entry is
+// dropped.
 void run_newer_first(task_base* task, task_base* const* through, bool finish_open,
                      work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
   while (std::optional<work_item*> newest = own->pop()) {
@@ -329,7 +332,7 @@ void run_newer_first(task_base* task, task_base* const* through, bool finish_ope
       run_taken_back(task, 0, through, finish_open);
       return;
     }
-    if ((*newest)->handler == task->handler) {
+    if ((*newest)->handler == task->handler && static_cast<task_base*>(*newest)->subsequents.is_empty()) {
       run_taken_back(static_cast<task_base*>(*newest), 0, nullptr);
     } else {
       owner->execute(*newest, nullptr);
@@ -415,7 +418,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   if (task->target == target_none) {
     if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
       return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
-    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, owner_of(task))) {
+    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, task, owner_of(task))) {
       run_newer_first(task, through, finish_open, own, owner_of(task));
       if (task->state.has_begun()) return task->is_completed();
     }
@@ -429,7 +432,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
         took_back(own, task)) {
       return run_taken_back_and_trim(task, depth, through, finish_open, own, pin.get());
-    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, pin.get())) {
+    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, task, pin.get())) {
       run_newer_first(task, through, finish_open, own, pin.get());
       if (task->state.has_begun()) return task->is_completed();
     }
