@@ -313,9 +313,11 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
 // claimed at random, each task's line is fetched behind the locked instructions of the wait
 // before, one memory latency a wait (2^20 tasks: 500 ns a wait against 50 for wait_all).
 // Inside a body, a task run early could wait for the body beneath it: a false cycle.
-// (A task not ready yet lies in no deque: the wait retracts what it waits for, then helps.)
+// (A task not ready yet lies in no deque: the wait retracts what it waits for, then helps.
+// Nor does one of another priority than normal: it waits in an injection queue.)
 bool runs_newer_first(bool allowed, const task_base* task, scheduler::impl* owner) noexcept {
-  return allowed && innermost_running == nullptr && owner->workers.empty() && task->state.is_ready();
+  return allowed && innermost_running == nullptr && owner->workers.empty() &&
+         task->task_priority() == priority::normal && task->state.is_ready();
 }
 
 // run_newer_first pops `own`, this thread's deque of `owner`, running each entry, until it

@@ -1121,6 +1121,22 @@ TEST_CASE("wait: with no workers, a wait at top level runs the entries above its
   }
 }
 
+// A task of another priority waits in an injection queue, not in the deque: the wait
+// claims it at once, running nothing else.
+TEST_CASE("wait: with no workers, a wait for a high-priority task runs only that task") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> ran;
+  std::vector<task<>> normal;
+  for (int i = 0; i < 3; ++i) normal.push_back(pool.launch("normal", [&ran, i] { ran.push_back(i); }));
+  task<> urgent = pool.launch("urgent", [&ran] { ran.push_back(100); }, priority::high);
+  normal.push_back(pool.launch("after", [&ran] { ran.push_back(3); }));
+  urgent.wait();
+  CHECK(ran == std::vector<int>{100});
+  wait_all(normal);
+  CHECK(ran.size() == 5);
+}
+
 // Inside a body the wait claims its task alone: a task run early on top of the body could
 // wait for that body, which cannot go on until it returns.
 TEST_CASE("wait: with no workers, a wait inside a body runs only what its task needs") {
