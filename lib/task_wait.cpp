@@ -304,6 +304,9 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
   return done;
 }
 
+// run_limit is the most entries taken off a deque at once (one fence for them all).
+constexpr std::size_t run_limit = 64;
+
 // runs_newer_first says whether a wait at top level for `task`, which lies under newer
 // entries of this thread's deque of `owner` (waits in random order), runs those entries
 // first, newest first, down to the task (run_newer_first) instead of claiming it where it
@@ -320,24 +323,43 @@ bool runs_newer_first(bool allowed, const task_base* task, scheduler::impl* owne
          task->task_priority() == priority::normal && task->state.is_ready();
 }
 
+// run_newer_entry runs an entry popped off this thread's deque on the way down to `task`
+// (run_newer_first). Entries of the task's own type (its handler: each task type has its
+// own) with nothing linked to them yet run as taken back (run_taken_back, as wait_all runs
+// them: no close, no scheduling after); others as a worker runs them (whose handler runs a
+// chain's next task at once, in the same locked instruction as its last unlock). A stale
+// entry is dropped either way.
+void run_newer_entry(work_item* entry, const task_base* task, scheduler::impl* owner) noexcept {
+  if (entry->handler == task->handler && static_cast<task_base*>(entry)->subsequents.is_empty()) {
+    run_taken_back(static_cast<task_base*>(entry), 0, nullptr);
+  } else {
+    owner->execute(entry, nullptr);
+  }
+}
+
 // run_newer_first pops `own`, this thread's deque of `owner`, running each entry, until it
 // has run `task`'s entry, or the deque is empty (the task lies elsewhere: another thread
-// launched it). Entries of the task's own type (its handler: each task type has its own)
-// with nothing linked to them yet run as taken back (run_taken_back, as wait_all runs them:
-// no close, no scheduling after), others as a worker runs them (whose handler runs a chain's
-// next task at once, in the same locked instruction as its last unlock); a stale entry is
-// dropped.
+// launched it). The entries come off in runs of up to run_limit where no thief can reach
+// them, one fence a run (pop_newest), else one by one.
 void run_newer_first(task_base* task, task_base* const* through, bool finish_open,
                      work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
-  while (std::optional<work_item*> newest = own->pop()) {
-    if (*newest == task) {
-      run_taken_back(task, 0, through, finish_open);
-      return;
+  work_item* run[run_limit];
+  for (;;) {
+    auto count = static_cast<std::size_t>(own->newest_items(run, run_limit));
+    std::size_t through_task = std::find(run, run + count, task) - run;
+    std::size_t taking = through_task < count ? through_task + 1 : count;
+    if (taking < 2 || !own->pop_newest(static_cast<std::int64_t>(taking))) {
+      std::optional<work_item*> newest = own->pop();
+      if (!newest) return;
+      run[0] = *newest;
+      taking = 1;
     }
-    if ((*newest)->handler == task->handler && static_cast<task_base*>(*newest)->subsequents.is_empty()) {
-      run_taken_back(static_cast<task_base*>(*newest), 0, nullptr);
-    } else {
-      owner->execute(*newest, nullptr);
+    for (std::size_t i = 0; i < taking; ++i) {
+      if (run[i] == task) {
+        run_taken_back(task, 0, through, finish_open);
+        return;
+      }
+      run_newer_entry(run[i], task, owner);
     }
   }
 }
@@ -346,7 +368,6 @@ void run_newer_first(task_base* task, task_base* const* through, bool finish_ope
 // thread's own deque, at once, when they lie on top of it in that order, into `taken`;
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
 // retract).
-constexpr std::size_t run_limit = 64;
 std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
                           task_base** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
