@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -81,6 +82,62 @@ TEST_CASE("lent_deques: a thread holding a destroyed scheduler's deque borrows a
     }
   });
   user.join();  // hands back what it still records: every record is stale
+}
+
+// slot_of is the scheduler slot `pool` took (scheduler_slot): what its tasks name.
+std::uint8_t slot_of(scheduler& pool) {
+  task<> probe = pool.launch("probe", [] {});
+  std::uint8_t index = probe.base()->owner_index;
+  probe.wait();
+  return index;
+}
+
+// A thread's record of a lent deque names its scheduler by slot and serial; when the
+// thread exits it pins the slot and reads the serial of whichever scheduler is there now.
+// Here that is a scheduler made after the record's one went, in the same slot (slots come
+// round after 255 others), and the thread has no edge to it but the slot itself: the
+// claim's release (the CAS publishing the new owner into a free slot, or the store after
+// the census read of a retired one) and the pin's acquire (at_published) order the new
+// scheduler's construction before the read. Weaken one and TSan reports the read of
+// `serial` racing with its write.
+TEST_CASE("lent_deques: a thread exiting with a record of a scheduler whose slot came round reads the new one's serial") {
+  for (bool retired : {false, true}) {
+    CAPTURE(retired);
+    no_leaks leaks;
+    auto first = std::make_unique<scheduler>(test::options_with(0));
+    std::atomic<bool> borrowed{false};
+    std::atomic<bool> exit_now{false};
+    std::atomic<std::uint32_t> first_slot{256};
+    task<> kept;  // retired: a task of `first` outlives it, so its slot is retired, not freed
+    std::thread holder([&] {
+      task<> mine = first->launch("borrows a deque", [] {});  // the launch borrows one of its deques
+      first_slot.store(mine.base()->owner_index, std::memory_order_relaxed);  // relaxed: published by `borrowed`
+      mine.wait();
+      if (retired) kept = mine;
+      mine = task<>();
+      borrowed.store(true, std::memory_order_release);  // release: the pair of the acquire below
+      // relaxed: no edge from the thread that makes the slot's next scheduler, on purpose
+      while (!exit_now.load(std::memory_order_relaxed)) std::this_thread::yield();
+    });  // exits holding a record of `first`'s deque: hands it back pinned (give_back)
+    while (!borrowed.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: the holder's release
+    const std::uint32_t slot = first_slot.load(std::memory_order_relaxed);  // relaxed: read after `borrowed`
+    REQUIRE(slot < 256);
+    first.reset();
+    kept = task<>();  // the slot's census reads 0 from here: the next claimant takes it
+    // Schedulers made one at a time take the slots round the table from the one after the
+    // last taken, so the 256th or so takes `slot` again.
+    std::unique_ptr<scheduler> again;
+    for (int made = 0; made < 600 && again == nullptr; ++made) {
+      auto next = std::make_unique<scheduler>(test::options_with(0));
+      if (slot_of(*next) == slot) again = std::move(next);
+    }
+    REQUIRE(again != nullptr);
+    exit_now.store(true, std::memory_order_relaxed);  // relaxed: as said above
+    holder.join();
+    // The stale record handed back nothing of the new scheduler's: its lending still works.
+    std::thread([&] { CHECK(again->launch("after", [] { return 7; }).get_result() == 7); }).join();
+    CHECK(again->launch("after", [] { return 8; }).get_result() == 8);
+  }
 }
 
 TEST_CASE("lent_deques: more unattached threads than deques to lend launch through the shared queue") {

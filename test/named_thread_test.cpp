@@ -2,6 +2,7 @@
 // two queues, processing loops, re-entry and shutdown.
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
+#include <magpie/task_event.h>
 
 #include "job.h"
 #include "support.h"
@@ -26,6 +27,12 @@ magpie::scheduler_options small_pool(unsigned workers = 2) {
   options.background_workers = 0;
   return options;
 }
+
+// lone_int is plain data alone in its cache line: TSan remembers the last 4 accesses to
+// each 8 bytes, so a neighbour's spinning loads would push the write to race with out.
+struct alignas(64) lone_int {
+  int value = 0;
+};
 
 // attached_as attaches the calling thread for the lifetime of the object.
 struct attached_as {
@@ -256,6 +263,103 @@ TEST_CASE("named_thread: user-defined named threads work like the engine ones") 
   launch_on(pool, streaming, [&] { ++ran; });
   CHECK(pool.process_until_idle(streaming) == 1);
   CHECK(ran == 1);
+}
+
+// The next three cases hand something between two threads that have no edge but the one
+// under test (flags between them are relaxed on purpose): TSan reports the plain accesses
+// racing if that edge is weakened.
+
+TEST_CASE("named_thread: a thread attaching after another detached sees what that one did with the named deque") {
+  scheduler pool(small_pool(0));  // no workers: nothing else touches the deque
+  std::atomic<bool> first_detached{false};
+  std::atomic<bool> second_done{false};
+  int first_sum = 0;
+  int second_sum = 0;
+  std::thread first([&] {
+    pool.attach(named_thread::game);
+    // More than the deque's first ring holds: the owner's plain state (the top it last saw,
+    // the rings) changes, which the next owner reads.
+    std::vector<magpie::task<int>> parts;
+    for (int i = 0; i < 300; ++i) parts.push_back(pool.launch("first", [i] { return i; }));  // onto the deque
+    for (auto& each : parts) first_sum += each.get_result();
+    pool.detach();  // release: the next attach's exchange acquires what this thread did
+    first_detached.store(true, std::memory_order_relaxed);  // relaxed: no edge on purpose
+    // Alive until the other is done: its exit would hand records over (an edge of its own).
+    while (!second_done.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+  });
+  std::thread second([&] {
+    while (!first_detached.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+    pool.attach(named_thread::game);
+    CHECK(scheduler::current_named_thread() == named_thread::game);
+    std::vector<magpie::task<int>> parts;
+    for (int i = 0; i < 6; ++i) parts.push_back(pool.launch("second", [i] { return 10 * i; }));
+    for (auto& each : parts) second_sum += each.get_result();
+    pool.detach();
+    second_done.store(true, std::memory_order_relaxed);  // relaxed: as above
+  });
+  first.join();
+  second.join();
+  CHECK(first_sum == 299 * 300 / 2);
+  CHECK(second_sum == 150);
+}
+
+TEST_CASE("named_thread: process_until_request_return returns seeing what the requester did before asking") {
+  scheduler pool(small_pool(0));
+  attached_as game(pool, named_thread::game);
+  std::atomic<bool> running{false};
+  std::atomic<bool> asked{false};
+  lone_int written;
+  // The game thread is busy with an item when the request comes, so it finds the request
+  // at its next look without sleeping (a wake-up would be an edge of its own).
+  launch_on(pool, named_thread::game, [&] {
+    running.store(true, std::memory_order_relaxed);  // relaxed: no edge on purpose
+    while (!asked.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+  });
+  std::thread requester([&] {
+    while (!running.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+    written.value = 42;
+    pool.request_return(named_thread::game);  // release: pairs with the return's acq_rel exchange
+    asked.store(true, std::memory_order_relaxed);  // relaxed: as above
+  });
+  pool.process_until_request_return(named_thread::game);
+  CHECK(written.value == 42);
+  requester.join();
+}
+
+TEST_CASE("named_thread: is_processing turning false publishes what the processing ran") {
+  scheduler pool(small_pool(0));
+  attached_as game(pool, named_thread::game);
+  for (int via_wait = 0; via_wait < 2; ++via_wait) {
+    CAPTURE(via_wait);
+    std::atomic<bool> running{false};
+    std::atomic<bool> finish{false};
+    lone_int written;
+    auto body = [&] {
+      running.store(true, std::memory_order_relaxed);  // relaxed: no edge on purpose
+      while (!finish.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+      written.value = 7;
+    };
+    magpie::task_event gate("gate", pool);
+    std::thread watcher([&] {
+      while (!running.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as above
+      CHECK(pool.is_processing(named_thread::game));
+      finish.store(true, std::memory_order_relaxed);  // relaxed: as above
+      while (pool.is_processing(named_thread::game)) std::this_thread::yield();  // acquire inside
+      CHECK(written.value == 7);
+      gate.trigger();
+    });
+    launch_on(pool, named_thread::game, body);
+    if (via_wait == 0) {
+      CHECK(pool.process_until_idle(named_thread::game) == 1);
+    } else {
+      // A wait for a task bound to the game thread that is not ready yet runs the game
+      // thread's queue meanwhile (run_one_named_item), which counts as processing it.
+      magpie::task<> bound = pool.launch("bound", [] {}, gate, magpie::on_thread(named_thread::game));
+      bound.wait();
+    }
+    watcher.join();
+    gate.wait();
+  }
 }
 
 TEST_CASE("named_thread: work stranded in a named-thread queue at shutdown is reported by name") {

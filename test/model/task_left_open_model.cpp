@@ -15,6 +15,11 @@
 // sees T complete sees its result; the waiter never sleeps forever (Relacy reports a lost
 // wake-up as DEADLOCK).
 //
+// A second model, task_left_open claimed, is the same with the waiter's claim of T's
+// prerequisites made before the begin (lib/task_wait.cpp, retract: claim_prerequisites,
+// then try_begin_execution): the begin is then try_begin_execution's second CAS, from the
+// claimed word, which must sit in S as the first does.
+//
 // The policy models both barriers as seq_cst fences (relacy_atomics.h): membarrier makes
 // the light side's compiler barrier act as one. Mutants (both must fail):
 // seq_cst_to_acq_rel weakens the barriers and the looks into a store-buffering pair — the
@@ -29,8 +34,8 @@
 
 namespace magpie::model {
 
-template <weakening W>
-struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
+template <weakening W, bool ClaimedFirst>
+struct task_left_open_base : rl::test_suite<task_left_open_base<W, ClaimedFirst>, 3> {
   using atomics = relacy_atomics<W>;
   struct edge {
     detail::subsequent_list_hook<edge, atomics> hook;
@@ -49,6 +54,7 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
 
   void before() {
     t.unlock();  // launched, ready: thread 0 takes it back and runs it
+    if (ClaimedFirst) RL_ASSERT(t.try_claim_prerequisites());  // the retracting waiter's first step
   }
 
   bool is_completed() const { return subsequents.is_closed() || t.has_finished(); }
@@ -67,6 +73,7 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
     if (index == 0) {
       bool takes_prerequisites = false;
       RL_ASSERT(t.try_begin_execution(takes_prerequisites, /*open=*/true));
+      RL_ASSERT(takes_prerequisites == !ClaimedFirst);
       result.store(42, std::memory_order::relaxed);  // the body: published by the "finished" store
       t.release_unshared_part();
       atomics::light_barrier();  // as finish_open
@@ -99,8 +106,16 @@ struct task_left_open_model : rl::test_suite<task_left_open_model<W>, 3> {
   void after() { RL_ASSERT(released == (pushed ? 1 : 0)); }
 };
 
+template <weakening W>
+using task_left_open_model = task_left_open_base<W, false>;
+template <weakening W>
+using task_left_open_claimed_model = task_left_open_base<W, true>;
+
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  return magpie::model::model_main<magpie::model::task_left_open_model>(argc, argv, "task_left_open");
+  if (int failed = magpie::model::model_main<magpie::model::task_left_open_model>(argc, argv, "task_left_open")) {
+    return failed;
+  }
+  return magpie::model::model_main<magpie::model::task_left_open_claimed_model>(argc, argv, "task_left_open claimed");
 }
