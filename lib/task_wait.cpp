@@ -397,14 +397,15 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   return run;
 }
 
-// ran_newest runs `task` at once if it is the newest entry of this thread's deque (a launch
-// followed by its wait): then it is ready and nothing it waits for is left to retract, so
-// retract's looks are skipped. True when it was taken back (it ran here, unless another
-// waiter began it first; it may still wait for nested tasks).
-bool ran_newest(task_base* task, task_base* const* through) noexcept {
+// took_back_and_ran runs `task` at once if it is the newest or the oldest entry of this
+// thread's deque (a launch followed by its wait; waits in launch order): an entry is ready,
+// so nothing it waits for is left to retract, and retract's looks are skipped. True when
+// it was taken back (it ran here, unless another waiter began it first; it may still wait
+// for nested tasks).
+bool took_back_and_ran(task_base* task, task_base* const* through) noexcept {
   if (task->target != target_none || too_deep_to_run_here()) return false;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
-    if (!own->pop_if(task)) return false;
+    if (!own->take_back(task)) return false;
     run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, own, owner_of(task));
     return true;
   }
@@ -413,7 +414,7 @@ bool ran_newest(task_base* task, task_base* const* through) noexcept {
   // scheduler while it runs its work.
   scheduler_pin pin(task->owner_index);
   work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
-  if (lent == nullptr || !lent->pop_if(task)) return false;
+  if (lent == nullptr || !lent->take_back(task)) return false;
   run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, lent, pin.get());
   return true;
 }
@@ -506,7 +507,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     report_waiting_inside(task, running);
     return false;
   }
-  if (ran_newest(task, through) && ((through != nullptr && *through != task) || task->is_completed())) return true;
+  if (took_back_and_ran(task, through) && ((through != nullptr && *through != task) || task->is_completed())) return true;
   no_worker_nap nap;  // see the block below
   for (;;) {
     retract(task, 0, through, /*finish_open=*/true, /*newer_first=*/true);
