@@ -21,14 +21,24 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
-#include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace magpie::taskgraph {
 
 class graph_event_ref;
+
+namespace internal {
+// launched_for_any_thread_t marks a graph_event_ref made for a task this layer launched
+// for any thread (on no named thread), so that a wait need not read the task to know it.
+struct launched_for_any_thread_t {
+  explicit launched_for_any_thread_t() = default;
+};
+inline constexpr launched_for_any_thread_t launched_for_any_thread{};
+}  // namespace internal
 
 // graph_event is what a graph_event_ref points to: a graph event made by
 // create_graph_event, or the completion event of a graph task. It is a task handle (a
@@ -65,19 +75,37 @@ class graph_event : public task<> {
   // as_task is the magpie task behind the event.
   task<> as_task() const noexcept { return *this; }
 
+  // may_run_on_named_thread says whether the task may be placed on a named thread, told
+  // without reading the task where the reference knows: false for an empty reference, an
+  // event, or a task this layer launched for any thread; else whether runs_on() names one.
+  // A wait over many events asks it of each (a task object read per event, the line
+  // perhaps still in the cache of the worker that ran it, cost a 2^20 batch's wait a
+  // third more than magpie's wait_all).
+  bool may_run_on_named_thread() const noexcept {
+    const where* placed = std::get_if<where>(&kind_);
+    return placed != nullptr && *placed == where::unknown && runs_on().has_value();
+  }
+
  protected:
   graph_event() noexcept = default;
-  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)) {}
-  explicit graph_event(task_event event) noexcept : task<>(event), event_(std::move(event)) {}
+  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)), kind_(where::unknown) {}
+  graph_event(task<> completion, internal::launched_for_any_thread_t) noexcept : task<>(std::move(completion)) {}
+  explicit graph_event(task_event event) noexcept : task<>(event), kind_(std::move(event)) {}
   graph_event(const graph_event&) noexcept = default;
   graph_event(graph_event&&) noexcept = default;
   graph_event& operator=(const graph_event&) = default;
   graph_event& operator=(graph_event&&) noexcept = default;
 
  private:
-  // The event's own handle, for the event operations (trigger, prerequisites) a graph
-  // task's completion event has not: engaged only for create_graph_event's events.
-  std::optional<task_event> event_;
+  // where is what a reference that is no event knows of its task's placement: that it is
+  // on no named thread (an empty reference, a task launched here for any thread), or
+  // nothing (unknown: made from any magpie task).
+  enum class where : std::uint8_t { no_named_thread, unknown };
+
+  // kind_ is the event's own handle, for the event operations (trigger, prerequisites) a
+  // graph task's completion event has not — only for create_graph_event's events, which
+  // run on no thread — else where the task runs. 16 bytes, as the optional handle was.
+  std::variant<where, task_event> kind_{where::no_named_thread};
 };
 
 // graph_event_ref is Unreal's FGraphEventRef: a copyable, reference-counted pointer to a
@@ -90,6 +118,11 @@ class graph_event_ref : public graph_event {
   // graph_event_ref(task) makes any magpie task (or task_event) a graph event.
   explicit graph_event_ref(task<> completion) noexcept : graph_event(std::move(completion)) {}
   explicit graph_event_ref(task_event event) noexcept : graph_event(std::move(event)) {}
+
+  // graph_event_ref(task, launched_for_any_thread) is the layer's own: a reference to a task
+  // it launched for any thread, which need not be read to know it runs on no named thread.
+  graph_event_ref(task<> completion, internal::launched_for_any_thread_t any) noexcept
+      : graph_event(std::move(completion), any) {}
 
   // operator-> reaches the event; on an empty reference it reaches an empty event, whose
   // queries say "complete" and whose operations are reported.
@@ -133,7 +166,7 @@ class graph_event_ref::running_task_ref {
   static void borrow_running(graph_event_ref& into) noexcept { access::borrow(into); }
   static void forget_borrowed(graph_event_ref& borrowed) noexcept { access::forget(borrowed); }
 
-  graph_event_ref ref_;
+  graph_event_ref ref_{task<>()};  // made from a task: where the running task is placed is not known
 };
 
 // graph_event_array is Unreal's FGraphEventArray: a small vector of graph_event_ref that

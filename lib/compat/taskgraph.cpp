@@ -82,8 +82,8 @@ void report_misuse(const char* message) { report_taskgraph_misuse(message); }
 graph_event_ref graph_event::create_graph_event() { return graph_event_ref(task_event("graph_event")); }
 
 void graph_event::dispatch_subsequents() {
-  if (event_) {
-    event_->trigger();
+  if (task_event* event = std::get_if<task_event>(&kind_)) {
+    event->trigger();
     return;
   }
   if (!is_valid()) {
@@ -106,8 +106,8 @@ void graph_event::dont_complete_until(graph_event_ref other) {
     add_nested(other);
     return;
   }
-  if (event_) {
-    event_->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
+  if (task_event* event = std::get_if<task_event>(&kind_)) {
+    event->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
     return;
   }
   report_taskgraph_misuse(std::string("dont_complete_until on graph task '") + name() +
@@ -220,7 +220,10 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       queue = named_threads::queue_of(current);
     }
   }
-  if (all_complete(tasks)) return;
+  // Done already? Only when the newest is: in a batch just launched it is not (the oldest
+  // have run on workers meanwhile, and a walk through them would read each task once more
+  // than the wait below does).
+  if (tasks.empty() || (tasks.back().is_completed() && all_complete(tasks))) return;
   // Unreal's return-task pattern: a task on this thread's own queue, behind everything
   // waited for, ends the processing loop, so all of the queue's work runs meanwhile. Not
   // on a queue this thread is already processing (never re-entered), and not without
@@ -234,19 +237,30 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     // that order). Any-thread tasks launched from here lie on this thread's deque: a
     // wait_all that does not block takes them back in runs, newest first, up to one it
     // cannot complete at once (one at a time, a 2^20 batch's wait took twice a wait_all's).
-    bool all_completed = true;
+    // Where each task runs is asked of its reference (may_run_on_named_thread), which knows
+    // for the tasks this layer launched without reading them.
+    std::vector<std::span<const graph_event_ref>> unfinished;  // the runs wait_all left
+    bool named_tasks = false;  // retracted below, in order
     for (std::size_t at = 0; at < tasks.size();) {
       std::size_t end = at;
-      while (end < tasks.size() && !tasks[end].runs_on()) ++end;
-      if (end > at && !magpie::wait_all(tasks.subspan(at, end - at), std::chrono::nanoseconds(0))) all_completed = false;
-      if (end < tasks.size()) all_completed = false;  // a named thread's task: retracted below
+      while (end < tasks.size() && !tasks[end].may_run_on_named_thread()) ++end;
+      std::span<const graph_event_ref> run = tasks.subspan(at, end - at);
+      if (!run.empty() && !magpie::wait_all(run, std::chrono::nanoseconds(0))) unfinished.push_back(run);
+      if (end < tasks.size()) named_tasks = true;
       at = end + 1;
     }
-    if (all_completed) return;
+    if (unfinished.empty() && !named_tasks) return;
     std::vector<task<>> pending;
-    for (const graph_event_ref& each : tasks) {
-      const task<>& one = each;
+    auto retract_or_keep = [&pending](const task<>& one) {
       if (!one.is_completed() && (!one.try_retract_and_execute() || !one.is_completed())) pending.push_back(one);
+    };
+    for (std::span<const graph_event_ref> run : unfinished) {
+      for (const graph_event_ref& each : run) retract_or_keep(each);
+    }
+    if (named_tasks) {
+      for (const graph_event_ref& each : tasks) {
+        if (each.may_run_on_named_thread()) retract_or_keep(each);
+      }
     }
     // A brief look before the return task: work a worker is finishing ends the wait without
     // a wake-up through the queue.
@@ -270,7 +284,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // first, and on their own thread (without workers) would run one producer's commands in
   // reverse. Then the rest together.
   for (const graph_event_ref& each : tasks) {
-    if (each.runs_on()) each.task<>::wait();
+    if (each.may_run_on_named_thread()) each.task<>::wait();
   }
   magpie::wait_all(tasks);
 }
