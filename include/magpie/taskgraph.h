@@ -187,9 +187,11 @@ class graph_task {
       named_threads::type desired = body.object().get_desired_thread();
       body.set_run_as(internal::run_as(desired));
       const char* name = internal::debug_name(body.object());
-      graph_event_ref launched = internal::dispatch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
-      if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) return {};
-      return launched;
+      if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) {
+        (void)internal::launch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
+        return {};
+      }
+      return internal::dispatch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
     }
 
     // construct_and_hold makes T(args...) but runs it only after unlock() (and the

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
-#include <variant>
+#include <new>
 #include <vector>
 
 namespace magpie::taskgraph {
@@ -81,31 +81,66 @@ class graph_event : public task<> {
   // A wait over many events asks it of each (a task object read per event, the line
   // perhaps still in the cache of the worker that ran it, cost a 2^20 batch's wait a
   // third more than magpie's wait_all).
-  bool may_run_on_named_thread() const noexcept {
-    const where* placed = std::get_if<where>(&kind_);
-    return placed != nullptr && *placed == where::unknown && runs_on().has_value();
-  }
+  bool may_run_on_named_thread() const noexcept { return kind_ == kind::unknown && runs_on().has_value(); }
+
+  ~graph_event() { drop_event(); }
 
  protected:
-  graph_event() noexcept = default;
-  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)), kind_(where::unknown) {}
+  graph_event() noexcept {}
+  explicit graph_event(task<> completion) noexcept : task<>(std::move(completion)), kind_(kind::unknown) {}
   graph_event(task<> completion, internal::launched_for_any_thread_t) noexcept : task<>(std::move(completion)) {}
-  explicit graph_event(task_event event) noexcept : task<>(event), kind_(std::move(event)) {}
-  graph_event(const graph_event&) noexcept = default;
-  graph_event(graph_event&&) noexcept = default;
-  graph_event& operator=(const graph_event&) = default;
-  graph_event& operator=(graph_event&&) noexcept = default;
+  explicit graph_event(task_event event) noexcept : task<>(event), kind_(kind::event) {
+    new (&event_) task_event(std::move(event));
+  }
+  graph_event(const graph_event& other) noexcept : task<>(other), kind_(other.kind_) {
+    if (kind_ == kind::event) new (&event_) task_event(other.event_);
+  }
+  graph_event(graph_event&& other) noexcept : task<>(std::move(other)), kind_(other.kind_) {
+    if (kind_ == kind::event) new (&event_) task_event(std::move(other.event_));
+  }
+  graph_event& operator=(const graph_event& other) noexcept {
+    if (this != &other) {
+      task<>::operator=(other);
+      drop_event();
+      kind_ = other.kind_;
+      if (kind_ == kind::event) new (&event_) task_event(other.event_);
+    }
+    return *this;
+  }
+  graph_event& operator=(graph_event&& other) noexcept {
+    if (this != &other) {
+      task<>::operator=(std::move(static_cast<task<>&>(other)));
+      drop_event();
+      kind_ = other.kind_;
+      if (kind_ == kind::event) new (&event_) task_event(std::move(other.event_));
+    }
+    return *this;
+  }
+
+  // event is the event's own handle (for trigger and prerequisites), or null but for an
+  // event of create_graph_event.
+  task_event* event() noexcept { return kind_ == kind::event ? &event_ : nullptr; }
 
  private:
-  // where is what a reference that is no event knows of its task's placement: that it is
-  // on no named thread (an empty reference, a task launched here for any thread), or
-  // nothing (unknown: made from any magpie task).
-  enum class where : std::uint8_t { no_named_thread, unknown };
+  // kind is what the reference is: an event of create_graph_event (event_ holds the event's
+  // own handle, for the event operations a task's completion event has not; an event runs
+  // on no thread), a task known to run on no named thread (an empty reference, a task this
+  // layer launched for any thread), or a task placed where the reference does not know
+  // (made from a magpie task). Kept beside the handle in 16 bytes, as the optional event
+  // handle was, with a manual union: as a std::variant, moving it cost a chain hop a few
+  // instructions more.
+  enum class kind : std::uint8_t { no_named_thread, unknown, event };
 
-  // kind_ is the event's own handle, for the event operations (trigger, prerequisites) a
-  // graph task's completion event has not — only for create_graph_event's events, which
-  // run on no thread — else where the task runs. 16 bytes, as the optional handle was.
-  std::variant<where, task_event> kind_{where::no_named_thread};
+  void drop_event() noexcept {
+    if (kind_ == kind::event) event_.~task_event();
+    kind_ = kind::no_named_thread;
+  }
+
+  union {
+    const void* no_event_ = nullptr;  // the storage zeroed otherwise (GCC cannot tell it is unread)
+    task_event event_;                // only while kind_ is kind::event
+  };
+  kind kind_ = kind::no_named_thread;
 };
 
 // graph_event_ref is Unreal's FGraphEventRef: a copyable, reference-counted pointer to a
@@ -202,10 +237,7 @@ class graph_event_array {
       inline_[size_++] = std::move(event);
       return;
     }
-    if (!is_spilled()) {
-      spilled_.reserve(inline_.size() * 2);
-      for (graph_event_ref& each : inline_) spilled_.push_back(std::exchange(each, graph_event_ref()));
-    }
+    if (size_ == inline_.size()) spill();
     spilled_.push_back(std::move(event));
     ++size_;
   }
@@ -250,6 +282,14 @@ class graph_event_array {
   // fit inline (the fifth add moves them all there; reset empties it), so the size tells
   // without reading the vector.
   bool is_spilled() const noexcept { return size_ > inline_.size(); }
+
+  // spill moves the four inline events to spilled_, before the fifth is added: out of line,
+  // so that add inlines into a loop as a vector's push_back does (called, add cost a 2^20
+  // batch some 36 instructions a launch, a sixth of magpie's own launch).
+  [[gnu::noinline]] void spill() {
+    spilled_.reserve(inline_.size() * 2);
+    for (graph_event_ref& each : inline_) spilled_.push_back(std::exchange(each, graph_event_ref()));
+  }
 
   std::array<graph_event_ref, 4> inline_;
   std::vector<graph_event_ref> spilled_;  // all of them, once more than four were added

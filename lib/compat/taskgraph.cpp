@@ -82,7 +82,7 @@ void report_misuse(const char* message) { report_taskgraph_misuse(message); }
 graph_event_ref graph_event::create_graph_event() { return graph_event_ref(task_event("graph_event")); }
 
 void graph_event::dispatch_subsequents() {
-  if (task_event* event = std::get_if<task_event>(&kind_)) {
+  if (task_event* event = this->event()) {
     event->trigger();
     return;
   }
@@ -106,7 +106,7 @@ void graph_event::dont_complete_until(graph_event_ref other) {
     add_nested(other);
     return;
   }
-  if (task_event* event = std::get_if<task_event>(&kind_)) {
+  if (task_event* event = this->event()) {
     event->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
     return;
   }
