@@ -951,6 +951,25 @@ TEST_CASE("taskgraph: a reference tells whether its task may run on a named thre
       CHECK(copy[i]->may_run_on_named_thread() == expected[i]);
     }
 
+    // An array knows when none may run on a named thread, until written through.
+    CHECK(copy.may_hold_named_thread_tasks());
+    graph_event_array known{any, any_behind, gate, bad_thread, task_any, graph_event_ref()};
+    CHECK_FALSE(known.may_hold_named_thread_tasks());
+    graph_event_array moved_known = std::move(known);
+    CHECK_FALSE(moved_known.may_hold_named_thread_tasks());
+    CHECK_FALSE(graph_event_array(moved_known).may_hold_named_thread_tasks());
+    moved_known.add(wrapped_any);  // made from a task: not known without reading it
+    CHECK(moved_known.may_hold_named_thread_tasks());
+    moved_known.reset();
+    CHECK_FALSE(moved_known.may_hold_named_thread_tasks());
+    moved_known.add(any);
+    moved_known[0] = on_game;  // written through: no longer known
+    CHECK(moved_known.may_hold_named_thread_tasks());
+    moved_known.reset();
+    moved_known.add(any);
+    (void)moved_known.begin();
+    CHECK(moved_known.may_hold_named_thread_tasks());
+
     gate->dispatch_subsequents();
     graph.wait_until_tasks_complete(copy, named_threads::game_thread);
     for (const graph_event_ref& each : copy) CHECK(each->is_complete());
@@ -958,6 +977,33 @@ TEST_CASE("taskgraph: a reference tells whether its task may run on a named thre
     // The reference do_task was handed does not know where its task is placed: it asks.
     REQUIRE(self_on_game.is_valid());
     CHECK(self_on_game->may_run_on_named_thread());
+  }
+}
+
+TEST_CASE("taskgraph: commands written into an array through its accessors are still run in the order given") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> any_ran{0};
+    std::vector<int> commands;
+    graph_event_array all;
+    for (int i = 0; i < 4000; ++i) {
+      all.add(function_graph_task::create_and_dispatch_when_ready([&any_ran] { any_ran.fetch_add(1); }, "work"));
+    }
+    std::vector<graph_event_ref> replaced;  // waited for at the end, not by the array
+    for (int i = 50; i < 4000; i += 100) {
+      replaced.push_back(all[static_cast<std::size_t>(i)]);
+      all[static_cast<std::size_t>(i)] = function_graph_task::create_and_dispatch_when_ready(
+          [&commands, i] { commands.push_back(i / 100); }, "command", nullptr, named_threads::game_thread);
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
+    REQUIRE(commands.size() == 40);
+    for (int i = 0; i < 40; ++i) CHECK(commands[static_cast<std::size_t>(i)] == i);
+    for (const graph_event_ref& each : replaced) each->wait();
+    CHECK(any_ran.load() == 4000);
   }
 }
 

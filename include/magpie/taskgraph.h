@@ -387,7 +387,8 @@ class task_graph_interface {
   scheduler& scheduler_of() const noexcept { return *pool_; }
 
  private:
-  void wait_for(std::span<const graph_event_ref> tasks, named_threads::type current);
+  // wait_for is both waits; `none_named`: known that none of `tasks` runs on a named thread.
+  void wait_for(std::span<const graph_event_ref> tasks, named_threads::type current, bool none_named);
 
   scheduler* pool_;
 };

@@ -195,14 +195,19 @@ int task_graph_interface::get_num_worker_threads() const {
 }
 
 void task_graph_interface::wait_until_task_completes(const graph_event_ref& task, named_threads::type current) {
-  wait_for(std::span<const graph_event_ref>(&task, 1), current);
+  wait_for(std::span<const graph_event_ref>(&task, 1), current, !task.may_run_on_named_thread());
 }
 
 void task_graph_interface::wait_until_tasks_complete(const graph_event_array& tasks, named_threads::type current) {
-  wait_for(std::span<const graph_event_ref>(tasks.data(), tasks.size()), current);
+  wait_for(std::span<const graph_event_ref>(tasks.data(), tasks.size()), current, !tasks.may_hold_named_thread_tasks());
 }
 
-void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current) {
+void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current,
+                                    bool none_named) {
+  // may_run_on_named is each task's may_run_on_named_thread, unless none is.
+  auto may_run_on_named = [none_named](const graph_event_ref& one) {
+    return !none_named && one.may_run_on_named_thread();
+  };
   // The named thread the caller is of this interface's scheduler, if any.
   std::optional<named_thread> attached;
   if (scheduler::current() == pool_) attached = scheduler::current_named_thread();
@@ -243,7 +248,8 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     bool named_tasks = false;  // retracted below, in order
     for (std::size_t at = 0; at < tasks.size();) {
       std::size_t end = at;
-      while (end < tasks.size() && !tasks[end].may_run_on_named_thread()) ++end;
+      if (none_named) end = tasks.size();
+      while (end < tasks.size() && !may_run_on_named(tasks[end])) ++end;
       std::span<const graph_event_ref> run = tasks.subspan(at, end - at);
       if (!run.empty() && !magpie::wait_all(run, std::chrono::nanoseconds(0))) unfinished.push_back(run);
       if (end < tasks.size()) named_tasks = true;
@@ -259,7 +265,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     }
     if (named_tasks) {
       for (const graph_event_ref& each : tasks) {
-        if (each.may_run_on_named_thread()) retract_or_keep(each);
+        if (may_run_on_named(each)) retract_or_keep(each);
       }
     }
     // A brief look before the return task: work a worker is finishing ends the wait without
@@ -283,8 +289,10 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // A named thread's tasks first, one by one in the order given: wait_all goes newest
   // first, and on their own thread (without workers) would run one producer's commands in
   // reverse. Then the rest together.
-  for (const graph_event_ref& each : tasks) {
-    if (each.may_run_on_named_thread()) each.task<>::wait();
+  if (!none_named) {
+    for (const graph_event_ref& each : tasks) {
+      if (each.may_run_on_named_thread()) each.task<>::wait();
+    }
   }
   magpie::wait_all(tasks);
 }
