@@ -899,7 +899,8 @@ TEST_CASE("taskgraph: a reference tells whether its task may run on a named thre
     graph_event_ref gate = graph_event::create_graph_event();
     graph_event_array behind{gate};
     graph_event_ref any = function_graph_task::create_and_dispatch_when_ready([&runs] { ++runs; }, "any");
-    graph_event_ref any_behind = function_graph_task::create_and_dispatch_when_ready([&runs] { ++runs; }, "any", &behind);
+    graph_event_ref any_behind =
+        function_graph_task::create_and_dispatch_when_ready([&runs] { ++runs; }, "any", &behind);
     graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
         [&runs] { ++runs; }, "game", nullptr, named_threads::game_thread);
     graph_event_ref on_game_local = function_graph_task::create_and_dispatch_when_ready(

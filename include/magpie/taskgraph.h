@@ -161,8 +161,8 @@ graph_event_ref dispatch_graph_body(const char* name, Body&& body, const graph_e
     return graph_event_ref(magpie::launch(name, std::forward<Body>(body)), launched_for_any_thread);
   }
   task<> launched = launch_graph_body(name, std::forward<Body>(body), prerequisites, desired, operation);
-  if (run_as(desired) == named_threads::any_thread) return graph_event_ref(std::move(launched), launched_for_any_thread);
-  return graph_event_ref(std::move(launched));
+  if (run_as(desired) != named_threads::any_thread) return graph_event_ref(std::move(launched));
+  return graph_event_ref(std::move(launched), launched_for_any_thread);
 }
 
 }  // namespace internal

@@ -23,8 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <utility>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace magpie::taskgraph {
