@@ -887,6 +887,127 @@ TEST_CASE("taskgraph: a named thread's wait runs its own commands in the order g
   }
 }
 
+TEST_CASE("taskgraph: a reference tells whether its task may run on a named thread, copies and arrays alike") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> runs{0};
+    graph_event_ref gate = graph_event::create_graph_event();
+    graph_event_array behind{gate};
+    graph_event_ref any = function_graph_task::create_and_dispatch_when_ready([&runs] { ++runs; }, "any");
+    graph_event_ref any_behind =
+        function_graph_task::create_and_dispatch_when_ready([&runs] { ++runs; }, "any", &behind);
+    graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
+        [&runs] { ++runs; }, "game", nullptr, named_threads::game_thread);
+    graph_event_ref on_game_local = function_graph_task::create_and_dispatch_when_ready(
+        [&runs] { ++runs; }, "game local", &behind, named_threads::game_thread_local);
+    graph_event_ref bad_thread = function_graph_task::create_and_dispatch_when_ready(
+        [&runs] { ++runs; }, "bad", nullptr, static_cast<named_threads::type>(named_threads::any_thread - 1));
+    CHECK(reported(recorder, "neither any_thread nor one of magpie's 16 named threads"));
+    graph_event_ref task_any = graph_task<recording_task>::create_task().construct_and_dispatch_when_ready(
+        named_threads::any_thread, &runs);
+    graph_event_ref task_game = graph_task<recording_task>::create_task().construct_and_dispatch_when_ready(
+        named_threads::game_thread, &runs);
+    graph_event_ref wrapped_any(pool.launch("plain", [&runs] { ++runs; }));
+    graph_event_ref wrapped_game(pool.launch("plain on game", [&runs] { ++runs; }, on_thread(named_thread::game)));
+    graph_event_ref self_on_game;
+    graph_event_ref self_on_game_task = function_graph_task::create_and_dispatch_when_ready(
+        [&](named_threads::type, const graph_event_ref& self) {
+          self_on_game = self;
+          ++runs;
+        },
+        "keeps itself", nullptr, named_threads::game_thread);
+
+    CHECK_FALSE(graph_event_ref()->may_run_on_named_thread());
+    CHECK_FALSE(gate->may_run_on_named_thread());
+    CHECK_FALSE(any->may_run_on_named_thread());
+    CHECK_FALSE(any_behind->may_run_on_named_thread());
+    CHECK(on_game->may_run_on_named_thread());
+    CHECK(on_game_local->may_run_on_named_thread());
+    CHECK_FALSE(bad_thread->may_run_on_named_thread());
+    CHECK_FALSE(task_any->may_run_on_named_thread());
+    CHECK(task_game->may_run_on_named_thread());
+    CHECK_FALSE(wrapped_any->may_run_on_named_thread());
+    CHECK(wrapped_game->may_run_on_named_thread());
+    CHECK(self_on_game_task->may_run_on_named_thread());
+
+    // Copies, moves and arrays keep what the reference knows.
+    graph_event_array all{any, on_game, gate};
+    for (const graph_event_ref& each : {any_behind, on_game_local, bad_thread, task_any, task_game, wrapped_any,
+                                        wrapped_game, self_on_game_task}) {
+      all.add(each);
+    }
+    graph_event_ref moved = std::move(all[1]);
+    CHECK(moved->may_run_on_named_thread());
+    all[1] = moved;
+    const graph_event_array copy = all;
+    REQUIRE(copy.size() == 11);
+    const bool expected[] = {false, true, false, false, true, false, false, true, false, true, true};
+    for (std::size_t i = 0; i < copy.size(); ++i) {
+      CAPTURE(i);
+      CHECK(copy[i]->may_run_on_named_thread() == expected[i]);
+    }
+
+    // An array knows when none may run on a named thread, until written through.
+    CHECK(copy.may_hold_named_thread_tasks());
+    graph_event_array known{any, any_behind, gate, bad_thread, task_any, graph_event_ref()};
+    CHECK_FALSE(known.may_hold_named_thread_tasks());
+    graph_event_array moved_known = std::move(known);
+    CHECK_FALSE(moved_known.may_hold_named_thread_tasks());
+    CHECK_FALSE(graph_event_array(moved_known).may_hold_named_thread_tasks());
+    moved_known.add(wrapped_any);  // made from a task: not known without reading it
+    CHECK(moved_known.may_hold_named_thread_tasks());
+    moved_known.reset();
+    CHECK_FALSE(moved_known.may_hold_named_thread_tasks());
+    moved_known.add(any);
+    moved_known[0] = on_game;  // written through: no longer known
+    CHECK(moved_known.may_hold_named_thread_tasks());
+    moved_known.reset();
+    moved_known.add(any);
+    (void)moved_known.begin();
+    CHECK(moved_known.may_hold_named_thread_tasks());
+
+    gate->dispatch_subsequents();
+    graph.wait_until_tasks_complete(copy, named_threads::game_thread);
+    for (const graph_event_ref& each : copy) CHECK(each->is_complete());
+    CHECK(runs.load() == 10);
+    // The reference do_task was handed does not know where its task is placed: it asks.
+    REQUIRE(self_on_game.is_valid());
+    CHECK(self_on_game->may_run_on_named_thread());
+  }
+}
+
+TEST_CASE("taskgraph: commands written into an array through its accessors are still run in the order given") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> any_ran{0};
+    std::vector<int> commands;
+    graph_event_array all;
+    for (int i = 0; i < 4000; ++i) {
+      all.add(function_graph_task::create_and_dispatch_when_ready([&any_ran] { any_ran.fetch_add(1); }, "work"));
+    }
+    std::vector<graph_event_ref> replaced;  // waited for at the end, not by the array
+    for (int i = 50; i < 4000; i += 100) {
+      replaced.push_back(all[static_cast<std::size_t>(i)]);
+      all[static_cast<std::size_t>(i)] = function_graph_task::create_and_dispatch_when_ready(
+          [&commands, i] { commands.push_back(i / 100); }, "command", nullptr, named_threads::game_thread);
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
+    REQUIRE(commands.size() == 40);
+    for (int i = 0; i < 40; ++i) CHECK(commands[static_cast<std::size_t>(i)] == i);
+    for (const graph_event_ref& each : replaced) each->wait();
+    CHECK(any_ran.load() == 4000);
+  }
+}
+
 TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in the order each sent them" *
           doctest::test_suite("stress")) {
   for (int round = 0; round < test::stress_repeat(); ++round) {

@@ -151,6 +151,20 @@ template <class Body>
   return magpie::launch(name, std::forward<Body>(body), *prerequisites, where);
 }
 
+// dispatch_graph_body launches as launch_graph_body does and returns the completion event,
+// which knows, for a task for any thread, that it runs on no named thread (a wait over it
+// then need not read the task to tell).
+template <class Body>
+graph_event_ref dispatch_graph_body(const char* name, Body&& body, const graph_event_array* prerequisites,
+                                    named_threads::type desired, const char* operation) {
+  if (prerequisites == nullptr && desired == named_threads::any_thread) {
+    return graph_event_ref(magpie::launch(name, std::forward<Body>(body)), launched_for_any_thread);
+  }
+  task<> launched = launch_graph_body(name, std::forward<Body>(body), prerequisites, desired, operation);
+  if (run_as(desired) != named_threads::any_thread) return graph_event_ref(std::move(launched));
+  return graph_event_ref(std::move(launched), launched_for_any_thread);
+}
+
 }  // namespace internal
 
 // graph_task<T> is Unreal's TGraphTask<T>. T provides get_desired_thread(), a static
@@ -173,9 +187,11 @@ class graph_task {
       named_threads::type desired = body.object().get_desired_thread();
       body.set_run_as(internal::run_as(desired));
       const char* name = internal::debug_name(body.object());
-      task<> launched = internal::launch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
-      if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) return {};
-      return graph_event_ref(std::move(launched));
+      if (T::get_subsequents_mode() == subsequents_mode::fire_and_forget) {
+        (void)internal::launch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
+        return {};
+      }
+      return internal::dispatch_graph_body(name, std::move(body), prerequisites_, desired, "graph_task");
     }
 
     // construct_and_hold makes T(args...) but runs it only after unlock() (and the
@@ -251,8 +267,8 @@ struct function_graph_task {
                                                        const graph_event_array* prerequisites = nullptr,
                                                        named_threads::type desired_thread = named_threads::any_thread) {
     if constexpr (std::is_invocable_v<std::decay_t<F>&>) {
-      return graph_event_ref(internal::launch_graph_body(name, std::forward<F>(function), prerequisites, desired_thread,
-                                                             "function_graph_task"));
+      return internal::dispatch_graph_body(name, std::forward<F>(function), prerequisites, desired_thread,
+                                           "function_graph_task");
     } else {
       static_assert(std::is_invocable_v<std::decay_t<F>&, named_threads::type, const graph_event_ref&>,
                     "function_graph_task takes void() or void(named_threads::type, const graph_event_ref&)");
@@ -261,8 +277,7 @@ struct function_graph_task {
         const graph_event_ref::running_task_ref self;
         function(run_as, self.get());
       };
-      return graph_event_ref(internal::launch_graph_body(name, std::move(body), prerequisites, desired_thread,
-                                                             "function_graph_task"));
+      return internal::dispatch_graph_body(name, std::move(body), prerequisites, desired_thread, "function_graph_task");
     }
   }
 };
@@ -372,7 +387,8 @@ class task_graph_interface {
   scheduler& scheduler_of() const noexcept { return *pool_; }
 
  private:
-  void wait_for(std::span<const graph_event_ref> tasks, named_threads::type current);
+  // wait_for is both waits; `none_named`: known that none of `tasks` runs on a named thread.
+  void wait_for(std::span<const graph_event_ref> tasks, named_threads::type current, bool none_named);
 
   scheduler* pool_;
 };

@@ -82,8 +82,8 @@ void report_misuse(const char* message) { report_taskgraph_misuse(message); }
 graph_event_ref graph_event::create_graph_event() { return graph_event_ref(task_event("graph_event")); }
 
 void graph_event::dispatch_subsequents() {
-  if (event_) {
-    event_->trigger();
+  if (task_event* event = this->event()) {
+    event->trigger();
     return;
   }
   if (!is_valid()) {
@@ -106,8 +106,8 @@ void graph_event::dont_complete_until(graph_event_ref other) {
     add_nested(other);
     return;
   }
-  if (event_) {
-    event_->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
+  if (task_event* event = this->event()) {
+    event->add_prerequisites(static_cast<const task<>&>(other));  // after dispatch: reported by the event
     return;
   }
   report_taskgraph_misuse(std::string("dont_complete_until on graph task '") + name() +
@@ -195,14 +195,19 @@ int task_graph_interface::get_num_worker_threads() const {
 }
 
 void task_graph_interface::wait_until_task_completes(const graph_event_ref& task, named_threads::type current) {
-  wait_for(std::span<const graph_event_ref>(&task, 1), current);
+  wait_for(std::span<const graph_event_ref>(&task, 1), current, !task.may_run_on_named_thread());
 }
 
 void task_graph_interface::wait_until_tasks_complete(const graph_event_array& tasks, named_threads::type current) {
-  wait_for(std::span<const graph_event_ref>(tasks.data(), tasks.size()), current);
+  wait_for(std::span<const graph_event_ref>(tasks.data(), tasks.size()), current, !tasks.may_hold_named_thread_tasks());
 }
 
-void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current) {
+void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, named_threads::type current,
+                                    bool none_named) {
+  // may_run_on_named is each task's may_run_on_named_thread, unless none is.
+  auto may_run_on_named = [none_named](const graph_event_ref& one) {
+    return !none_named && one.may_run_on_named_thread();
+  };
   // The named thread the caller is of this interface's scheduler, if any.
   std::optional<named_thread> attached;
   if (scheduler::current() == pool_) attached = scheduler::current_named_thread();
@@ -220,7 +225,10 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       queue = named_threads::queue_of(current);
     }
   }
-  if (all_complete(tasks)) return;
+  // Done already? Only when the newest is: in a batch just launched it is not (the oldest
+  // have run on workers meanwhile, and a walk through them would read each task once more
+  // than the wait below does).
+  if (tasks.empty() || (tasks.back().is_completed() && all_complete(tasks))) return;
   // Unreal's return-task pattern: a task on this thread's own queue, behind everything
   // waited for, ends the processing loop, so all of the queue's work runs meanwhile. Not
   // on a queue this thread is already processing (never re-entered), and not without
@@ -234,19 +242,31 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     // that order). Any-thread tasks launched from here lie on this thread's deque: a
     // wait_all that does not block takes them back in runs, newest first, up to one it
     // cannot complete at once (one at a time, a 2^20 batch's wait took twice a wait_all's).
-    bool all_completed = true;
+    // Where each task runs is asked of its reference (may_run_on_named_thread), which knows
+    // for the tasks this layer launched without reading them.
+    std::vector<std::span<const graph_event_ref>> unfinished;  // the runs wait_all left
+    bool named_tasks = false;  // retracted below, in order
     for (std::size_t at = 0; at < tasks.size();) {
       std::size_t end = at;
-      while (end < tasks.size() && !tasks[end].runs_on()) ++end;
-      if (end > at && !magpie::wait_all(tasks.subspan(at, end - at), std::chrono::nanoseconds(0))) all_completed = false;
-      if (end < tasks.size()) all_completed = false;  // a named thread's task: retracted below
+      if (none_named) end = tasks.size();
+      while (end < tasks.size() && !may_run_on_named(tasks[end])) ++end;
+      std::span<const graph_event_ref> run = tasks.subspan(at, end - at);
+      if (!run.empty() && !magpie::wait_all(run, std::chrono::nanoseconds(0))) unfinished.push_back(run);
+      if (end < tasks.size()) named_tasks = true;
       at = end + 1;
     }
-    if (all_completed) return;
+    if (unfinished.empty() && !named_tasks) return;
     std::vector<task<>> pending;
-    for (const graph_event_ref& each : tasks) {
-      const task<>& one = each;
+    auto retract_or_keep = [&pending](const task<>& one) {
       if (!one.is_completed() && (!one.try_retract_and_execute() || !one.is_completed())) pending.push_back(one);
+    };
+    for (std::span<const graph_event_ref> run : unfinished) {
+      for (const graph_event_ref& each : run) retract_or_keep(each);
+    }
+    if (named_tasks) {
+      for (const graph_event_ref& each : tasks) {
+        if (may_run_on_named(each)) retract_or_keep(each);
+      }
     }
     // A brief look before the return task: work a worker is finishing ends the wait without
     // a wake-up through the queue.
@@ -269,8 +289,10 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // A named thread's tasks first, one by one in the order given: wait_all goes newest
   // first, and on their own thread (without workers) would run one producer's commands in
   // reverse. Then the rest together.
-  for (const graph_event_ref& each : tasks) {
-    if (each.runs_on()) each.task<>::wait();
+  if (!none_named) {
+    for (const graph_event_ref& each : tasks) {
+      if (each.may_run_on_named_thread()) each.task<>::wait();
+    }
   }
   magpie::wait_all(tasks);
 }
