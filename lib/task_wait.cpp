@@ -497,6 +497,7 @@ bool try_retract_and_execute(task_base* task, task_base* const* through) noexcep
                                         "' retracted from inside its own execution; ignored");
     return false;
   }
+  if (took_back_and_ran(task, through)) return (through != nullptr && *through != task) || task->is_completed();
   return retract(task, 0, through);
 }
 
