@@ -193,10 +193,8 @@ event_count<>& waiters_of(const void* task) noexcept;
 // `finish_open`: a task taken back off this thread's deque may complete without closing its
 // subsequent list (finish_open, task_wait.cpp): right when nothing links to it later, costly
 // (a heavy barrier per later link) when something does — a coroutine awaiting it, whose
-// resumption may link to it after it returned. `newer_first`: a wait, which on a scheduler
-// without workers may run the entries above the task in its deque first (task_wait.cpp).
-bool retract(task_base* task, unsigned depth, task_base* const* through = nullptr, bool finish_open = true,
-             bool newer_first = false) noexcept;
+// resumption may link to it after it returned.
+bool retract(task_base* task, unsigned depth, task_base* const* through = nullptr, bool finish_open = true) noexcept;
 
 // pipe_access reaches a pipe's private state.
 struct pipe_access {

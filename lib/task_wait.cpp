@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace magpie::detail {
@@ -307,63 +308,6 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
 // run_limit is the most entries taken off a deque at once (one fence for them all).
 constexpr std::size_t run_limit = 64;
 
-// runs_newer_first says whether a wait at top level for `task`, which lies under newer
-// entries of this thread's deque of `owner` (waits in random order), runs those entries
-// first, newest first, down to the task (run_newer_first) instead of claiming it where it
-// lies. Only on a scheduler with no workers at all, from a thread running no task body.
-// There nothing else will ever run them (UE's no-threading mode ran each at its launch, so
-// a program right there is right here), and they are run in the order they lie in memory:
-// claimed at random, each task's line is fetched behind the locked instructions of the wait
-// before, one memory latency a wait (2^20 tasks: 500 ns a wait against 50 for wait_all).
-// Inside a body, a task run early could wait for the body beneath it: a false cycle.
-// (A task not ready yet lies in no deque: the wait retracts what it waits for, then helps.
-// Nor does one of another priority than normal: it waits in an injection queue.)
-bool runs_newer_first(bool allowed, const task_base* task, scheduler::impl* owner) noexcept {
-  return allowed && innermost_running == nullptr && owner->workers.empty() &&
-         task->task_priority() == priority::normal && task->state.is_ready();
-}
-
-// run_newer_entry runs an entry popped off this thread's deque on the way down to `task`
-// (run_newer_first). Entries of the task's own type (its handler: each task type has its
-// own) with nothing linked to them yet run as taken back (run_taken_back, as wait_all runs
-// them: no close, no scheduling after); others as a worker runs them (whose handler runs a
-// chain's next task at once, in the same locked instruction as its last unlock). A stale
-// entry is dropped either way.
-void run_newer_entry(work_item* entry, const task_base* task, scheduler::impl* owner) noexcept {
-  if (entry->handler == task->handler && static_cast<task_base*>(entry)->subsequents.is_empty()) {
-    run_taken_back(static_cast<task_base*>(entry), 0, nullptr);
-  } else {
-    owner->execute(entry, nullptr);
-  }
-}
-
-// run_newer_first pops `own`, this thread's deque of `owner`, running each entry, until it
-// has run `task`'s entry, or the deque is empty (the task lies elsewhere: another thread
-// launched it). The entries come off in runs of up to run_limit where no thief can reach
-// them, one fence a run (pop_newest), else one by one.
-void run_newer_first(task_base* task, task_base* const* through, bool finish_open,
-                     work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
-  work_item* run[run_limit];
-  for (;;) {
-    auto count = static_cast<std::size_t>(own->newest_items(run, run_limit));
-    std::size_t through_task = std::find(run, run + count, task) - run;
-    std::size_t taking = through_task < count ? through_task + 1 : count;
-    if (taking < 2 || !own->pop_newest(static_cast<std::int64_t>(taking))) {
-      std::optional<work_item*> newest = own->pop();
-      if (!newest) return;
-      run[0] = *newest;
-      taking = 1;
-    }
-    for (std::size_t i = 0; i < taking; ++i) {
-      if (run[i] == task) {
-        run_taken_back(task, 0, through, finish_open);
-        return;
-      }
-      run_newer_entry(run[i], task, owner);
-    }
-  }
-}
-
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
 // thread's own deque, at once, when they lie on top of it in that order, into `taken`;
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
@@ -397,26 +341,23 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   return run;
 }
 
-// took_back_and_ran runs `task` at once if it is the newest or the oldest entry of this
+// take_back_and_run_one runs `task` at once if it is the newest or the oldest entry of this
 // thread's deque (a launch followed by its wait; waits in launch order): an entry is ready,
-// so nothing it waits for is left to retract, and retract's looks are skipped. True when
-// it was taken back (it ran here, unless another waiter began it first; it may still wait
-// for nested tasks).
-bool took_back_and_ran(task_base* task, task_base* const* through) noexcept {
-  if (task->target != target_none || too_deep_to_run_here()) return false;
+// so nothing it waits for is left to retract, and retract's looks are skipped. Nothing when
+// it was not there; else what run_taken_back says (true when it is complete or ran here).
+std::optional<bool> take_back_and_run_one(task_base* task, task_base* const* through) noexcept {
+  if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
-    if (!own->take_back(task)) return false;
-    run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, own, owner_of(task));
-    return true;
+    if (!own->take_back(task)) return std::nullopt;
+    return run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, own, owner_of(task));
   }
-  if (this_thread_context().owner != nullptr) return false;  // another scheduler's thread
+  if (this_thread_context().owner != nullptr) return std::nullopt;  // another scheduler's thread
   // A thread of no scheduler has its launches on a deque lent to it, and pins the
   // scheduler while it runs its work.
   scheduler_pin pin(task->owner_index);
   work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
-  if (lent == nullptr || !lent->take_back(task)) return false;
-  run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, lent, pin.get());
-  return true;
+  if (lent == nullptr || !lent->take_back(task)) return std::nullopt;
+  return run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, lent, pin.get());
 }
 
 }  // namespace
@@ -427,7 +368,7 @@ event_count<>& waiters_of(const void* task) noexcept {
   return table[(bits ^ (bits >> 6) ^ (bits >> 12)) % table.size()].events;
 }
 
-bool retract(task_base* task, unsigned depth, task_base* const* through, bool finish_open, bool newer_first) noexcept {
+bool retract(task_base* task, unsigned depth, task_base* const* through, bool finish_open) noexcept {
   if (task->is_completed()) return true;
   if (depth > max_retraction_depth) return false;
   // Prerequisites first. An event's list is read only once triggered: until then its
@@ -463,9 +404,6 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   if (task->target == target_none) {
     if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
       return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
-    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, task, owner_of(task))) {
-      run_newer_first(task, through, finish_open, own, owner_of(task));
-      if (task->state.has_begun()) return task->is_completed();
     }
   }
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
@@ -477,9 +415,6 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
         took_back(own, task)) {
       return run_taken_back_and_trim(task, depth, through, finish_open, own, pin.get());
-    } else if (own != nullptr && runs_newer_first(newer_first && depth == 0, task, pin.get())) {
-      run_newer_first(task, through, finish_open, own, pin.get());
-      if (task->state.has_begun()) return task->is_completed();
     }
   } else if (!can_retract_here(task)) {
     return task->is_completed();
@@ -497,7 +432,7 @@ bool try_retract_and_execute(task_base* task, task_base* const* through) noexcep
                                         "' retracted from inside its own execution; ignored");
     return false;
   }
-  if (took_back_and_ran(task, through)) return (through != nullptr && *through != task) || task->is_completed();
+  if (std::optional<bool> ran = take_back_and_run_one(task, through)) return *ran;
   return retract(task, 0, through);
 }
 
@@ -508,10 +443,14 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     report_waiting_inside(task, running);
     return false;
   }
-  if (took_back_and_ran(task, through) && ((through != nullptr && *through != task) || task->is_completed())) return true;
+  // A body run here that dropped or replaced the handle waited through may have freed the
+  // task: the handle no longer names it, so there is nothing left to wait for.
+  if (take_back_and_run_one(task, through) && ((through != nullptr && *through != task) || task->is_completed())) {
+    return true;
+  }
   no_worker_nap nap;  // see the block below
   for (;;) {
-    retract(task, 0, through, /*finish_open=*/true, /*newer_first=*/true);
+    retract(task, 0, through);
     // A body run here that dropped or replaced the handle waited through may have freed the
     // task: the handle no longer names it, so there is nothing left to wait for.
     if (through != nullptr && *through != task) return true;

@@ -127,20 +127,6 @@ TEST_CASE("deque: a run of the newest items is matched and popped at once, never
   CHECK(deque.steal() == std::nullopt);
 }
 
-TEST_CASE("deque: the newest items are copied newest first, never the oldest, which thieves contend for") {
-  work_stealing_deque<int> deque;
-  for (int i = 0; i < 6; ++i) deque.push(i);
-  int copied[8] = {};
-  CHECK(deque.newest_items(copied, 3) == 3);
-  CHECK(std::vector<int>(copied, copied + 3) == std::vector<int>{5, 4, 3});
-  CHECK(deque.newest_items(copied, 8) == 5);  // all but the oldest: pop_newest can take them
-  CHECK(std::vector<int>(copied, copied + 5) == std::vector<int>{5, 4, 3, 2, 1});
-  CHECK(deque.size_approx() == 6);  // nothing moved
-  CHECK(deque.pop_newest(5));
-  CHECK(deque.newest_items(copied, 8) == 0);
-  CHECK(deque.pop() == 0);
-}
-
 TEST_CASE("deque: popping an empty deque returns nothing and does not wrap the indices") {
   work_stealing_deque<int> deque;
   for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(deque.pop().has_value());

@@ -1092,92 +1092,57 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
   }
 }
 
-// With no workers, a thread running no body that waits for a task lying under newer entries
-// of its deque runs those first, newest first, down to the task (nothing else would run them:
-// UE's no-threading mode ran each at its launch), in the order they lie in memory; entries
-// of another type run too. From an attached thread and from a plain one.
-TEST_CASE("wait: with no workers, a wait at top level runs the entries above its task first, newest first") {
+// With no workers, a wait at top level for a task in the middle of its thread's deque runs
+// that task alone, where it lies: the tasks launched after it may wait for what it does or
+// for what the waiter does next (Unreal's no-threading mode runs each at its launch, in
+// launch order). Running them first, as a walk down the deque would, deadlocks here: the
+// task after the awaited one waits for an event the awaited one triggers.
+TEST_CASE("wait: with no workers, a wait for a task in the middle of the deque runs that task alone") {
   for (bool attached : {true, false}) {
     CAPTURE(attached);
     no_leaks leaks;
     scheduler pool(test::options_with(0));
     if (attached) pool.attach(named_thread::game);
     std::vector<int> ran;  // one thread runs everything
+    task_event triggered_by_middle("triggered by the middle task", pool);
     std::vector<task<>> handles;
-    for (int i = 0; i < 10; ++i) {
-      if (i % 3 == 1) {
-        handles.push_back(pool.launch("other type", [&ran, i] { ran.push_back(i); }));
-      } else {
-        handles.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
-      }
-    }
-    handles[3].wait();
-    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3});
-    handles[0].wait();  // the oldest: taken back alone
-    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3, 0});
-    wait_all(handles);
-    CHECK(ran == std::vector<int>{9, 8, 7, 6, 5, 4, 3, 0, 2, 1});
+    handles.push_back(pool.launch("first", [&ran] { ran.push_back(0); }));
+    handles.push_back(pool.launch("middle", [&ran, &triggered_by_middle] {
+      ran.push_back(1);
+      triggered_by_middle.trigger();
+    }));
+    handles.push_back(pool.launch("waits for the middle one's event", [&ran, &triggered_by_middle] {
+      triggered_by_middle.wait();
+      ran.push_back(2);
+    }));
+    handles.push_back(pool.launch("last", [&ran] { ran.push_back(3); }));
+    handles[1].wait();
+    CHECK(ran == std::vector<int>{1});
+    CHECK(wait_all(handles, std::chrono::seconds(30)));
+    CHECK(ran.size() == 4);
     if (attached) pool.detach();
   }
 }
 
-// A task of another priority waits in an injection queue, not in the deque: the wait
-// claims it at once, running nothing else.
-TEST_CASE("wait: with no workers, a wait for a high-priority task runs only that task") {
+// try_retract_and_execute says it ran a task it took back off this thread's deque, even
+// while that task's nested task still runs.
+TEST_CASE("wait: retracting a task taken back whose nested task is still running says it ran") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));
-  std::vector<int> ran;
-  std::vector<task<>> normal;
-  for (int i = 0; i < 3; ++i) normal.push_back(pool.launch("normal", [&ran, i] { ran.push_back(i); }));
-  task<> urgent = pool.launch("urgent", [&ran] { ran.push_back(100); }, priority::high);
-  normal.push_back(pool.launch("after", [&ran] { ran.push_back(3); }));
-  urgent.wait();
-  CHECK(ran == std::vector<int>{100});
-  wait_all(normal);
-  CHECK(ran.size() == 5);
-}
-
-// Inside a body the wait claims its task alone: a task run early on top of the body could
-// wait for that body, which cannot go on until it returns.
-TEST_CASE("wait: with no workers, a wait inside a body runs only what its task needs") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(0));
-  std::vector<int> ran;
-  std::vector<task<>> inner;
-  task<> outer = pool.launch("outer", [&] {
-    for (int i = 0; i < 5; ++i) inner.push_back(pool.launch("inner", [&ran, i] { ran.push_back(i); }));
-    inner[2].wait();
-    ran.push_back(-1);
-  });
+  pool.attach(named_thread::game);  // launches go to this thread's deque
+  task_event gate("gate", pool);
+  task<> outer = pool.launch("outer", [&] { add_nested(pool.launch("nested", [] {}, prerequisites(gate))); });
+  CHECK(outer.try_retract_and_execute());
+  CHECK_FALSE(outer.is_completed());
+  gate.trigger();
   outer.wait();
-  CHECK(ran == std::vector<int>{2, -1});
-  wait_all(inner);
-  CHECK(ran.size() == 6);
-}
-
-// A task another thread launched lies in that thread's deque: the waiter runs its own deque
-// out, finds the task not there, and claims it where it lies.
-TEST_CASE("wait: with no workers, waiting for another thread's task runs this thread's entries, then claims it") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(0));
-  std::vector<int> ran;
-  std::vector<task<>> mine;
-  for (int i = 0; i < 3; ++i) mine.push_back(pool.launch("mine", [&ran, i] { ran.push_back(i); }));
-  task<> theirs;
-  std::thread([&] {
-    theirs = pool.launch("theirs", [&ran] { ran.push_back(100); });
-    pool.launch("after theirs", [] {});  // so that theirs is not the newest there
-  }).join();
-  theirs.wait();
-  CHECK(ran == std::vector<int>{2, 1, 0, 100});
-  wait_all(mine);
+  pool.detach();
 }
 
 // The trimming above races the thieves: workers steal from the same deque while the waiter
 // pops its newest entries to drop the stale ones, and other threads wait for some of the
-// same tasks. With no workers the waiter runs the entries above each task instead, while
-// the other thread claims tasks out from under it. Every task runs once, every result is
-// right, nothing stays alive.
+// same tasks (with no workers, only the waiter and the other thread). Every task runs once,
+// every result is right, nothing stays alive.
 TEST_CASE("wait stress: random-order waits trim stale entries while workers steal and others wait" *
           doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {

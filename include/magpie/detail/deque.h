@@ -132,20 +132,6 @@ class work_stealing_deque {
     return matched;
   }
 
-  // newest_items copies up to `count` of the newest items into `out`, newest first, stopping
-  // short of any a thief may reach (pop_newest can take them all), and returns how many.
-  // Reads without dereferencing, as pop_if. Owner thread only.
-  std::int64_t newest_items(T* out, std::int64_t count) const {
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    std::int64_t copied = 0;
-    while (copied < count && b - 1 - copied > top_seen_) {
-      out[copied] = r->get(b - 1 - copied);
-      ++copied;
-    }
-    return copied;
-  }
-
   // pop_newest pops the `count` newest items at once, when no thief can reach any of them
   // (an item older than them is left): one fence for the run instead of one per item.
   // False, and nothing popped, otherwise. Owner thread only.
