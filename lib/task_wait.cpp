@@ -305,13 +305,11 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
   return done;
 }
 
-// run_limit is the most entries taken off a deque at once (one fence for them all).
-constexpr std::size_t run_limit = 64;
-
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
 // thread's own deque, at once, when they lie on top of it in that order, into `taken`;
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
 // retract).
+constexpr std::size_t run_limit = 64;
 std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
                           task_base** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
