@@ -624,11 +624,14 @@ void drop_nested_hold(task_extras& extras) noexcept {
 // --- the ready loop ----------------------------------------------------------------------
 
 // The caller holds a reference to `task` (or, as join_pipe, the lock that keeps it from
-// running): with locks left, it is read again below.
+// running): with locks left, it is read again below. Only its flags: with a prerequisite's
+// lock left, another thread may remove that lock, run the body and add `extras` meanwhile
+// (a TSan report in a clean-clone CI run); the piped flag was set before anyone could reach
+// the task, and a piped task left with 1 lock holds only its pipe's, which is ours.
 void ready_loop::lock_released(task_base* task, std::uint32_t remaining) noexcept {
   if (remaining == 0) {
     ready(task);
-  } else if (remaining == 1 && task->extras != nullptr && task->extras->pipe != nullptr) {
+  } else if (remaining == 1 && task->has_flag(piped)) {
     join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
   }
 }
