@@ -80,12 +80,6 @@ bool too_deep_to_run_here() noexcept {
          this_thread_context().pool_thread;
 }
 
-// took_back takes `task` off `own`, this thread's own deque, if it is the newest item there
-// (a launch followed by its wait), or the oldest (tasks waited for in launch order).
-bool took_back(work_stealing_deque<work_item*>* own, task_base* task) noexcept {
-  return own != nullptr && own->take_back(task);
-}
-
 // own_deque_for is this thread's own deque if it is a thread of `task`'s scheduler (which
 // then needs no pin to run what it takes back from it), else nullptr.
 work_stealing_deque<work_item*>* own_deque_for(const task_base* task) noexcept {
@@ -339,23 +333,26 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   return run;
 }
 
-// take_back_and_run_one runs `task` at once if it is the newest or the oldest entry of this
-// thread's deque (a launch followed by its wait; waits in launch order): an entry is ready,
-// so nothing it waits for is left to retract, and retract's looks are skipped. Nothing when
-// it was not there; else what run_taken_back says (true when it is complete or ran here).
-std::optional<bool> take_back_and_run_one(task_base* task, task_base* const* through) noexcept {
+// take_back_and_run_one takes `task` back, with the queue's reference, if it is the newest
+// or the oldest entry of this thread's deque (a launch followed by its wait; waits in launch
+// order), and runs it here instead of leaving a stale entry for a worker to drop. An entry
+// is ready, so nothing it waits for is left to retract: retract tries this before its looks.
+// Nothing when it was not there; else what run_taken_back says (true when it is complete or
+// ran here).
+[[gnu::always_inline]] inline std::optional<bool> take_back_and_run_one(task_base* task, unsigned depth, task_base* const* through,
+                                          bool finish_open) noexcept {
   if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
     if (!own->take_back(task)) return std::nullopt;
-    return run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, own, owner_of(task));
+    return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
   }
   if (this_thread_context().owner != nullptr) return std::nullopt;  // another scheduler's thread
-  // A thread of no scheduler has its launches on a deque lent to it, and pins the
-  // scheduler while it runs its work.
+  // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp),
+  // and pins the scheduler while it runs its work.
   scheduler_pin pin(task->owner_index);
   work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
   if (lent == nullptr || !lent->take_back(task)) return std::nullopt;
-  return run_taken_back_and_trim(task, 0, through, /*finish_open=*/true, lent, pin.get());
+  return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
 }
 
 }  // namespace
@@ -369,6 +366,7 @@ event_count<>& waiters_of(const void* task) noexcept {
 bool retract(task_base* task, unsigned depth, task_base* const* through, bool finish_open) noexcept {
   if (task->is_completed()) return true;
   if (depth > max_retraction_depth) return false;
+  if (std::optional<bool> ran = take_back_and_run_one(task, depth, through, finish_open)) return *ran;
   // Prerequisites first. An event's list is read only once triggered: until then its
   // owner may still be adding to it.
   bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
@@ -397,23 +395,11 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     return task->is_completed();
   }
   if (too_deep_to_run_here()) return task->is_completed();
-  // Just pushed onto this thread's own deque (a launch followed by a wait)? Take it back,
-  // with the queue's reference, instead of leaving a stale entry for a worker to drop.
-  if (task->target == target_none) {
-    if (work_stealing_deque<work_item*>* own = own_deque_for(task); took_back(own, task)) {
-      return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
-    }
-  }
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
   scheduler_pin pin(task->owner_index);
   if (pin.get() == nullptr) return task->is_completed();  // retired, or closing: see can_retract_here
   if (task->target == target_none) {
     if (task->kind() != task_kind::queued) return task->is_completed();  // as can_retract_here
-    // A thread of no scheduler has its launches on a deque lent to it (lib/lent_deques.cpp).
-    if (work_stealing_deque<work_item*>* own = this_thread_context().owner == nullptr ? pin.get()->borrowed_deque() : nullptr;
-        took_back(own, task)) {
-      return run_taken_back_and_trim(task, depth, through, finish_open, own, pin.get());
-    }
   } else if (!can_retract_here(task)) {
     return task->is_completed();
   }
@@ -430,7 +416,6 @@ bool try_retract_and_execute(task_base* task, task_base* const* through) noexcep
                                         "' retracted from inside its own execution; ignored");
     return false;
   }
-  if (std::optional<bool> ran = take_back_and_run_one(task, through)) return *ran;
   return retract(task, 0, through);
 }
 
@@ -441,10 +426,11 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     report_waiting_inside(task, running);
     return false;
   }
-  // A body run here that dropped or replaced the handle waited through may have freed the
-  // task: the handle no longer names it, so there is nothing left to wait for.
-  if (take_back_and_run_one(task, through) && ((through != nullptr && *through != task) || task->is_completed())) {
-    return true;
+  // A launch followed by its wait: taken back before the loop's set-up (retract, which
+  // looks again when it is not there, finds the deque's ends in the cache).
+  if (take_back_and_run_one(task, 0, through, /*finish_open=*/true) &&
+      ((through != nullptr && *through != task) || task->is_completed())) {
+    return true;  // (the task may be freed once the handle no longer names it)
   }
   no_worker_nap nap;  // see the block below
   for (;;) {
