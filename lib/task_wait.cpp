@@ -299,11 +299,87 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
   return done;
 }
 
+constexpr std::size_t run_limit = 64;
+
+// Launch order without workers. A scheduler with no workers runs nothing until a thread
+// waits or helps, and Unreal's no-threading mode runs each task at its launch: there a body
+// may wait for anything launched before its task, never for what came after it. So a wait
+// from a thread with nothing of magpie's beneath it on its stack first runs what the thread
+// had queued on its deque when the wait began, oldest first, up to the awaited task: in the
+// order Unreal would have run them, so nothing it runs waits for what it has not run yet
+// (the test "wait: with no workers, a body may wait for what an older task triggers"). It
+// takes them 64 at a time with one CAS, in the order they lie in memory, so waits in any
+// order cost about what wait_all does (a task claimed out of the middle of the deque paid a
+// whole memory latency, behind the locked instructions of the wait before). Beneath a
+// body the rule would be unsound: an entry launched after that body's task may wait for it.
+
+// at_top_level: this thread runs no body, item or help of any scheduler. (A task_group
+// child run by its joiner leaves nothing beneath that matters: it was the newest entry when
+// popped, so whatever lies above it was queued from inside it.)
+bool at_top_level() noexcept {
+  const thread_context& context = this_thread_context();
+  return innermost_running == nullptr && context.running == 0 && context.helping == 0;
+}
+
+// in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
+// order (above). `owner` is this thread's scheduler or pinned.
+bool in_launch_order_here(const scheduler::impl* owner) noexcept {
+  const thread_context& context = this_thread_context();
+  bool no_workers = context.owner == owner ? context.self == nullptr && !context.wakes_workers : owner->workers.empty();
+  return no_workers && at_top_level();
+}
+
+// run_queued_before runs the entries of `own`, this thread's deque of `owner`, queued before
+// this call, oldest first, up to the run of 64 that holds `task` if one does (then what
+// run_taken_back says of it); nothing when none did. Running the rest of that run too keeps
+// waits oldest first at one CAS per 64 tasks, and stays in launch order. `ran_any` says
+// whether it ran anything.
+std::optional<bool> run_queued_before(task_base* task, task_base* const* through, work_stealing_deque<work_item*>* own,
+                                      scheduler::impl* owner, bool& ran_any) noexcept {
+  const std::int64_t end = own->end_index();
+  // Read now: once it has run, a body run after it may free it.
+  const work_item::handler_fn tasks_handler = task->handler;
+  work_item* taken[run_limit];
+  std::optional<bool> ran;
+  while (!ran) {
+    using take = work_stealing_deque<work_item*>::oldest_take;
+    std::int64_t count = own->take_oldest(taken, run_limit, end, [](std::int64_t, work_item*) { return take::take; });
+    if (count == 0) break;
+    ran_any = true;
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (taken[i] == task) {
+        ran = run_taken_back(task, 0, through);
+      } else if (taken[i]->handler == tasks_handler) {
+        // A task of the same type (each task type has its own handler): run as taken back,
+        // finished open, a locked instruction fewer than its handler's run.
+        run_taken_back(static_cast<task_base*>(taken[i]), 0, nullptr);
+      } else {
+        owner->execute(taken[i], nullptr);  // as a helper would
+      }
+    }
+  }
+  return ran;
+}
+
+// run_in_launch_order is wait's step in launch order (above) for `task`, whose scheduler has
+// no workers, from a thread at top level: nothing when it did not find the task queued
+// here, else what run_taken_back says. `ran_any` as for run_queued_before.
+std::optional<bool> run_in_launch_order(task_base* task, task_base* const* through, bool& ran_any) noexcept {
+  ran_any = false;
+  if (task->target != target_none) return std::nullopt;  // on a named thread's queue, not the deque
+  if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
+    return run_queued_before(task, through, own, owner_of(task), ran_any);
+  }
+  scheduler_pin pin(task->owner_index);  // a thread of no scheduler: its lent deque
+  work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
+  if (lent == nullptr) return std::nullopt;
+  return run_queued_before(task, through, lent, pin.get(), ran_any);
+}
+
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
 // thread's own deque, at once, when they lie on top of it in that order, into `taken`;
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
 // retract).
-constexpr std::size_t run_limit = 64;
 std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
                           task_base** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
@@ -315,20 +391,43 @@ std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const
   return run;
 }
 
-// take_back_and_run takes back the newest run of `handles` (take_back_run) and runs it
-// here; returns how many. A thread of no scheduler looks on the deque lent to it by the
-// first task's scheduler, pinned while it runs them.
+// take_oldest_run takes the oldest run of `handles` (up to run_limit) off `own`, this
+// thread's deque, at once, when they lie at its oldest end in that order (a range waited
+// for oldest first, in launch order: see in_launch_order_here), into `taken`; returns how
+// many (0 when fewer than two, as take_back_run).
+std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
+                            task_base** taken) noexcept {
+  if (own == nullptr || count < 2) return 0;
+  using take = work_stealing_deque<work_item*>::oldest_take;
+  work_item* items[run_limit];
+  auto run = static_cast<std::size_t>(own->take_oldest(
+      items, static_cast<std::int64_t>(std::min(count, run_limit)), own->end_index(),
+      [handles](std::int64_t i, work_item* item) { return item == *handles[i] ? take::take : take::stop; }));
+  for (std::size_t i = 0; i < run; ++i) taken[i] = static_cast<task_base*>(items[i]);
+  return run;
+}
+
+// take_back_and_run takes back a run of `handles` and runs it here; returns how many: the
+// newest run (take_back_run), or with no workers the oldest (take_oldest_run: the range
+// comes oldest first then, in_launch_order_here). A thread of no scheduler looks on the
+// deque lent to it by the first task's scheduler, pinned while it runs them.
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
   task_base* taken[run_limit];
   std::size_t run = 0;
   if (count < 2) return 0;
-  if (this_thread_context().owner != nullptr) {
-    run = take_back_run(this_thread_context().deque, handles, count, taken);
+  auto take_run = [&](work_stealing_deque<work_item*>* own, const scheduler::impl* owner) {
+    return in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken)
+                                       : take_back_run(own, handles, count, taken);
+  };
+  const thread_context& context = this_thread_context();
+  if (context.owner != nullptr) {
+    if (context.owner != owner_of(*handles[0])) return 0;  // another scheduler's task: not on this deque
+    run = take_run(context.deque, context.owner);
     for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
     return run;
   }
   scheduler_pin pin((*handles[0])->owner_index);
-  if (scheduler::impl* owner = pin.get()) run = take_back_run(owner->borrowed_deque(), handles, count, taken);
+  if (scheduler::impl* owner = pin.get()) run = take_run(owner->borrowed_deque(), owner);
   for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
   return run;
 }
@@ -338,11 +437,17 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
 // order), and runs it here instead of leaving a stale entry for a worker to drop. An entry
 // is ready, so nothing it waits for is left to retract: retract tries this before its looks.
 // Nothing when it was not there; else what run_taken_back says (true when it is complete or
-// ran here).
+// ran here). Given `launch_order` (wait's first look), where waits run this thread's queue
+// in launch order it does that instead (run_queued_before), and sets it.
 [[gnu::always_inline]] inline std::optional<bool> take_back_and_run_one(task_base* task, unsigned depth, task_base* const* through,
-                                          bool finish_open) noexcept {
+                                                                        bool finish_open, bool* launch_order = nullptr) noexcept {
   if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
+  bool ran_any = false;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
+    if (launch_order != nullptr && in_launch_order_here(owner_of(task))) {
+      *launch_order = true;
+      return run_queued_before(task, through, own, owner_of(task), ran_any);
+    }
     if (!own->take_back(task)) return std::nullopt;
     return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
   }
@@ -351,7 +456,12 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   // and pins the scheduler while it runs its work.
   scheduler_pin pin(task->owner_index);
   work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
-  if (lent == nullptr || !lent->take_back(task)) return std::nullopt;
+  if (lent == nullptr) return std::nullopt;
+  if (launch_order != nullptr && in_launch_order_here(pin.get())) {
+    *launch_order = true;
+    return run_queued_before(task, through, lent, pin.get(), ran_any);
+  }
+  if (!lent->take_back(task)) return std::nullopt;
   return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
 }
 
@@ -410,6 +520,13 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   return true;
 }
 
+bool waits_in_launch_order(const task_base* task) noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.owner != nullptr) return context.owner == owner_of(task) && in_launch_order_here(context.owner);
+  scheduler_pin pin(task->owner_index);
+  return pin.get() != nullptr && in_launch_order_here(pin.get());
+}
+
 bool try_retract_and_execute(task_base* task, task_base* const* through) noexcept {
   if (is_running_here(task)) {
     report(diagnostic_kind::misuse, std::string("task '") + task->name +
@@ -427,13 +544,21 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     return false;
   }
   // A launch followed by its wait: taken back before the loop's set-up (retract, which
-  // looks again when it is not there, finds the deque's ends in the cache).
-  if (take_back_and_run_one(task, 0, through, /*finish_open=*/true) &&
+  // looks again when it is not there, finds the deque's ends in the cache). Or, with no
+  // workers, what this thread queued runs in launch order (above), each time round.
+  bool launch_order = false;
+  if (take_back_and_run_one(task, 0, through, /*finish_open=*/true, &launch_order) &&
       ((through != nullptr && *through != task) || task->is_completed())) {
     return true;  // (the task may be freed once the handle no longer names it)
   }
   no_worker_nap nap;  // see the block below
-  for (;;) {
+  for (bool first = true;; first = false) {
+    if (launch_order && !first) {
+      bool ran_any = false;
+      run_in_launch_order(task, through, ran_any);
+      if ((through != nullptr && *through != task) || task->is_completed()) return true;  // as below
+      if (ran_any) continue;
+    }
     retract(task, 0, through);
     // A body run here that dropped or replaced the handle waited through may have freed the
     // task: the handle no longer names it, so there is nothing left to wait for.

@@ -99,6 +99,70 @@ TEST_CASE("deque stress: the owner takes its oldest items back while thieves ste
   }
 }
 
+TEST_CASE("deque: a run of the oldest items is taken at once, as far as the caller wants and below the end given") {
+  using take = work_stealing_deque<int>::oldest_take;
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 8; ++i) deque.push(i);
+  const std::int64_t end = deque.end_index();
+  deque.push(8);  // pushed after the end was read: left alone
+  int out[8] = {};
+  auto all = [](std::int64_t, int) { return take::take; };
+  CHECK(deque.take_oldest(out, 3, end, all) == 3);  // room for three
+  CHECK((out[0] == 0 && out[1] == 1 && out[2] == 2));
+  auto up_to_4 = [](std::int64_t, int item) { return item == 4 ? take::take_and_stop : take::take; };
+  CHECK(deque.take_oldest(out, 8, end, up_to_4) == 2);
+  CHECK((out[0] == 3 && out[1] == 4));
+  std::int64_t asked = 0;
+  auto while_expected = [&asked](std::int64_t i, int item) {
+    asked = i + 1;
+    return item == 5 + i && i < 1 ? take::take : take::stop;
+  };
+  CHECK(deque.take_oldest(out, 8, end, while_expected) == 1);  // 5, then stopped before 6
+  CHECK(asked == 2);
+  CHECK(deque.take_oldest(out, 8, end, [](std::int64_t, int) { return take::stop; }) == 0);
+  CHECK(deque.take_oldest(out, 8, end, all) == 2);  // 6 and 7; 8 lies at the end
+  CHECK((out[0] == 6 && out[1] == 7));
+  CHECK(deque.take_oldest(out, 8, end, all) == 0);
+  CHECK(deque.steal() == 8);
+  CHECK(deque.empty());
+  deque.push(9);  // the indices still line up
+  CHECK(deque.pop() == 9);
+}
+
+TEST_CASE("deque stress: the owner takes runs of its oldest items while thieves steal" * doctest::test_suite("stress")) {
+  using take = work_stealing_deque<int>::oldest_take;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    constexpr int count = 100'000;
+    work_stealing_deque<int> deque;
+    std::vector<std::atomic<int>> taken(count);
+    std::atomic<bool> done{false};
+    std::vector<std::thread> thieves;
+    for (int t = 0; t < 2; ++t) {
+      thieves.emplace_back([&] {
+        while (!done.load()) {
+          if (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+        }
+      });
+    }
+    int run[16];
+    for (int i = 0; i < count; ++i) {
+      deque.push(i);
+      if (i % 7 == 6) {
+        std::int64_t got = deque.take_oldest(run, 1 + i % 16, deque.end_index(), [](std::int64_t, int) { return take::take; });
+        for (std::int64_t k = 0; k < got; ++k) {
+          if (k > 0) CHECK(run[k] == run[k - 1] + 1);  // a run, oldest first, with no gap
+          taken[static_cast<std::size_t>(run[k])].fetch_add(1);
+        }
+      }
+    }
+    while (auto item = deque.pop()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+    done.store(true);
+    for (auto& each : thieves) each.join();
+    while (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
+    for (auto& each : taken) CHECK(each.load() == 1);
+  }
+}
+
 TEST_CASE("deque: a run of the newest items is matched and popped at once, never reaching the oldest") {
   work_stealing_deque<int> deque;
   for (int i = 0; i < 6; ++i) deque.push(i);

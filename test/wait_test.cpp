@@ -213,10 +213,11 @@ TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and run
   const std::int64_t before = detail::live_tasks();
   const std::thread::id me = std::this_thread::get_id();
 
-  SUBCASE("every task runs once, here, newest first, across several runs and batches") {
-    constexpr int count = 1000;
-    std::vector<int> order;
-    std::vector<task<int>> handles;
+  // With no workers, a wait from a thread running nothing of magpie's runs what that thread
+  // queued in launch order (as Unreal's no-threading mode does); beneath a body, the runs
+  // come back newest first, straight off the top of the deque.
+  constexpr int count = 1000;
+  auto launch_parts = [&pool, me](std::vector<int>& order, std::vector<task<int>>& handles) {
     for (int i = 0; i < count; ++i) {
       handles.push_back(pool.launch("part", [&order, i, me] {
         CHECK(std::this_thread::get_id() == me);
@@ -224,11 +225,30 @@ TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and run
         return i;
       }));
     }
+  };
+  SUBCASE("every task runs once, here, in launch order, across several runs and batches") {
+    std::vector<int> order;
+    std::vector<task<int>> handles;
+    launch_parts(order, handles);
     CHECK(wait_all(handles));
     REQUIRE(order.size() == static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) CHECK(order[static_cast<std::size_t>(i)] == count - 1 - i);
+    for (int i = 0; i < count; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
     for (int i = 0; i < count; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);
     handles.clear();
+    CHECK(detail::live_tasks() == before);
+  }
+  SUBCASE("beneath a body: every task runs once, here, newest first") {
+    std::vector<int> order;
+    task<> body = pool.launch("launches and waits", [&] {
+      std::vector<task<int>> handles;
+      launch_parts(order, handles);
+      CHECK(wait_all(handles));
+      for (int i = 0; i < count; ++i) CHECK(handles[static_cast<std::size_t>(i)].get_result() == i);
+    });
+    body.wait();
+    REQUIRE(order.size() == static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) CHECK(order[static_cast<std::size_t>(i)] == count - 1 - i);
+    body = task<>();
     CHECK(detail::live_tasks() == before);
   }
   SUBCASE("with a timeout: runs are taken back too; false for what cannot complete in time") {
@@ -1097,7 +1117,7 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
 // for what the waiter does next (Unreal's no-threading mode runs each at its launch, in
 // launch order). Running them first, as a walk down the deque would, deadlocks here: the
 // task after the awaited one waits for an event the awaited one triggers.
-TEST_CASE("wait: with no workers, a wait for a task in the middle of the deque runs that task alone") {
+TEST_CASE("wait: with no workers, a wait runs what this thread queued in launch order, up to the run that holds the task") {
   for (bool attached : {true, false}) {
     CAPTURE(attached);
     no_leaks leaks;
@@ -1111,17 +1131,61 @@ TEST_CASE("wait: with no workers, a wait for a task in the middle of the deque r
       ran.push_back(1);
       triggered_by_middle.trigger();
     }));
+    // Run before the middle one, it would wait for ever: nothing else would run meanwhile.
     handles.push_back(pool.launch("waits for the middle one's event", [&ran, &triggered_by_middle] {
-      triggered_by_middle.wait();
+      CHECK(triggered_by_middle.wait(std::chrono::seconds(30)));
       ran.push_back(2);
     }));
     handles.push_back(pool.launch("last", [&ran] { ran.push_back(3); }));
     handles[1].wait();
-    CHECK(ran == std::vector<int>{1});
+    CHECK(ran == std::vector<int>{0, 1, 2, 3});  // one run of 64 holds them all
+    for (int i = 0; i < 200; ++i) handles.push_back(pool.launch("more", [&ran, i] { ran.push_back(4 + i); }));
+    handles[100].wait();  // the run of 64 that holds it, not the rest
+    CHECK(ran.size() == 4 + 128);
+    for (std::size_t i = 0; i < ran.size(); ++i) CHECK(ran[i] == static_cast<int>(i));
     CHECK(wait_all(handles, std::chrono::seconds(30)));
-    CHECK(ran.size() == 4);
+    CHECK(ran.size() == 204);
     if (attached) pool.detach();
   }
+}
+
+// Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
+// older task does. Waited for newest first, as wait_all's runs and a reversed loop go, the
+// newer one ran first and waited for ever with nobody to run the older one.
+TEST_CASE("wait: with no workers, a body may wait for what an older task triggers, whatever the order of the waits") {
+  for (int order = 0; order < 3; ++order) {
+    CAPTURE(order);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    task_event triggered("triggered by the older task", pool);
+    bool saw_trigger = false;
+    std::vector<task<>> handles;
+    handles.push_back(pool.launch("older", [&triggered] { triggered.trigger(); }));
+    handles.push_back(pool.launch("newer", [&triggered, &saw_trigger] { saw_trigger = triggered.wait(std::chrono::seconds(30)); }));
+    if (order == 0) CHECK(wait_all(handles));
+    if (order == 1) handles[1].wait();
+    if (order == 2) {
+      for (auto each = handles.rbegin(); each != handles.rend(); ++each) each->wait();
+    }
+    CHECK(saw_trigger);
+  }
+}
+
+// Beneath a body the rule does not hold (an entry launched after the body's task may wait
+// for it to complete): a wait there for a task in the middle of the deque runs that task alone.
+TEST_CASE("wait: with no workers, a wait inside a body for a task in the middle of the deque runs that task alone") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> ran;
+  task<> outer = pool.launch("outer", [&] {
+    std::vector<task<>> handles;
+    for (int i = 0; i < 3; ++i) handles.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
+    handles[1].wait();
+    CHECK(ran == std::vector<int>{1});
+    CHECK(wait_all(handles));
+  });
+  outer.wait();
+  CHECK(ran == std::vector<int>{1, 2, 0});
 }
 
 // try_retract_and_execute says it ran a task it took back off this thread's deque, even

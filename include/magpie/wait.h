@@ -34,12 +34,22 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, 
 }  // namespace detail
 
 namespace detail {
-// for_each_newest_first visits a range last to first where it can: tasks launched in a
+// for_each_in_wait_order visits a range last to first where it can: tasks launched in a
 // row from this thread sit newest-on-top in its deque, so a waiter retracts each straight
-// off the top instead of leaving queue entries behind.
+// off the top instead of leaving queue entries behind. Where waits run this thread's queue
+// in launch order (no workers: waits_in_launch_order), first to last.
 template <class Range, class Visit>
-bool for_each_newest_first(const Range& tasks, Visit visit) {
+bool for_each_in_wait_order(const Range& tasks, Visit visit) {
   if constexpr (std::ranges::bidirectional_range<const Range&>) {
+    auto first = std::ranges::begin(tasks);
+    if (first == std::ranges::end(tasks)) return true;
+    auto in_launch_order = [](const task<>& oldest) { return oldest.is_valid() && waits_in_launch_order(oldest.base()); };
+    if (in_launch_order(static_cast<const task<>&>(*first))) {
+      for (const auto& each : tasks) {
+        if (!visit(static_cast<const task<>&>(each))) return false;
+      }
+      return true;
+    }
     for (auto each = std::ranges::end(tasks); each != std::ranges::begin(tasks);) {
       --each;
       if (!visit(static_cast<const task<>&>(*each))) return false;
@@ -88,10 +98,10 @@ bool wait_all_until(const Range& tasks, const std::chrono::steady_clock::time_po
   if constexpr (std::derived_from<std::ranges::range_value_t<const Range&>, task<>> &&
                 std::is_lvalue_reference_v<std::ranges::range_reference_t<const Range&>>) {
     handle_batch batch(deadline);
-    return for_each_newest_first(tasks, [&batch](const task<>& one) { return batch.add(one); }) && batch.flush();
+    return for_each_in_wait_order(tasks, [&batch](const task<>& one) { return batch.add(one); }) && batch.flush();
   } else {  // handles made as the range is read, or converted: no address to keep
     // Untimed, a wait returns early only on misuse (waiting on itself, reported): go on.
-    return for_each_newest_first(tasks, [deadline](const task<>& one) {
+    return for_each_in_wait_order(tasks, [deadline](const task<>& one) {
       return !one.is_valid() || wait(one.base(), deadline) || deadline == nullptr;
     });
   }

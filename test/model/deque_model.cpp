@@ -1,8 +1,8 @@
 // Relacy model of include/magpie/detail/deque.h: the owner pushes past the first ring's
 // capacity (so the ring grows while thieves may be reading the old one), pops, and takes
-// a run of two back at once (pop_newest), and takes the oldest back (steal_if), while two
-// thieves steal. Every item must be taken exactly once and no slot may be read
-// before it was written.
+// a run of two back at once (pop_newest), takes the oldest back (steal_if) and the two
+// oldest at once (take_oldest), while two thieves steal. Every item must be taken exactly
+// once and no slot may be read before it was written.
 //
 // Mutants (run with --mutant=…, must fail):
 //   seq_cst_to_acq_rel — pop's store of bottom and steal's load of top lose their
@@ -45,7 +45,10 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
         take(0, 5);
         take(0, 4);
       }
-      take(0, deque->pop());
+      int run[2] = {};  // the two oldest at once, the thieves' way: races them for them
+      using take_answer = typename deque_type::oldest_take;
+      std::int64_t got = deque->take_oldest(run, 2, deque->end_index(), [](std::int64_t, int) { return take_answer::take; });
+      for (std::int64_t i = 0; i < got; ++i) take(0, run[i]);
       take(0, deque->pop());
     } else {
       take(index, deque->steal());

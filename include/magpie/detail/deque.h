@@ -23,6 +23,7 @@
 #include <magpie/detail/atomics.h>
 #include <magpie/diagnostics.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -162,6 +163,43 @@ class work_stealing_deque {
     if (t >= b || r->get(t) != expected) return false;
     return top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
                                         std::memory_order_relaxed);  // relaxed: the loser takes nothing
+  }
+
+  // take_oldest takes a run of the oldest items at once, oldest first, into `out`: up to
+  // `room` of those below index `end`, for as long as `wanted(i, item)` (i counts from 0)
+  // says to take them. A thread with no workers runs its own queue in the order it filled
+  // it this way (lib/task_wait.cpp). One CAS on top for the run; returns how many. Owner
+  // thread only: no push or pop of its own runs beside it, so the run below bottom stays
+  // its own unless a thief moves top first, which fails the CAS (the run is then read again
+  // from the new oldest item). Races the thieves.
+  enum class oldest_take { stop, take, take_and_stop };
+  template <class Wanted>
+  std::int64_t take_oldest(T* out, std::int64_t room, std::int64_t end, Wanted&& wanted) {
+    check_owner("take_oldest");
+    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
+    end = std::min(end, bottom_.load(std::memory_order_relaxed));  // relaxed: only the owner writes bottom
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS below settles; the slots are our own writes
+    for (;;) {
+      std::int64_t taken = 0;
+      while (taken < room && t + taken < end) {
+        T item = r->get(t + taken);  // compared, not dereferenced, until the CAS makes it ours
+        oldest_take answer = wanted(taken, item);
+        if (answer == oldest_take::stop) break;
+        out[taken++] = item;
+        if (answer == oldest_take::take_and_stop) break;
+      }
+      if (taken == 0) return 0;
+      if (top_.compare_exchange_strong(t, t + taken, std::memory_order_seq_cst,
+                                       std::memory_order_relaxed)) {  // relaxed: a thief moved top; `t` is where it left it
+        return taken;
+      }
+    }
+  }
+
+  // end_index is one past the newest item's index: items pushed later lie at or above it
+  // (unless the owner pops below it first). Owner thread only.
+  std::int64_t end_index() const {
+    return bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
   }
 
   // steal removes the oldest item, or returns nothing when the deque is empty or another

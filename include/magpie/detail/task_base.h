@@ -262,12 +262,18 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
           task_base* const* through = nullptr) noexcept;
 
 // wait_all waits for the tasks the handles at `handles[0..count)` hold (newest launched
-// first; none invalid). A run of them on top of this thread's own deque, in that order, is
-// taken back in one go and run here (lib/task_wait.cpp); the rest are waited for one by one,
+// first, or oldest first where waits_in_launch_order says; none invalid). A run of them at
+// that end of this thread's own deque, in that order, is taken back in one go and run here
+// (lib/task_wait.cpp); the rest are waited for one by one,
 // until `deadline` if there is one (false: one had not completed by then). Without one, a
 // wait cut short by misuse (waiting on itself: reported) does not stop the rest.
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept;
+
+// waits_in_launch_order says whether this thread's waits for `task` run what it queued in
+// launch order (its scheduler has no workers, and nothing of magpie's is on this thread's
+// stack: lib/task_wait.cpp), so that wait_all hands its range over oldest first.
+bool waits_in_launch_order(const task_base* task) noexcept;
 
 // try_retract_and_execute runs `task` (after its prerequisites) on this thread if it has
 // not started; true if it is complete or was run here. `through` as for wait.
