@@ -446,7 +446,8 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
     if (launch_order != nullptr && in_launch_order_here(owner_of(task))) {
       *launch_order = true;
-      return run_queued_before(task, through, own, owner_of(task), ran_any);
+      if (!own->take_if_alone(task)) return run_queued_before(task, through, own, owner_of(task), ran_any);
+      return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
     }
     if (!own->take_back(task)) return std::nullopt;
     return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
@@ -459,7 +460,8 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   if (lent == nullptr) return std::nullopt;
   if (launch_order != nullptr && in_launch_order_here(pin.get())) {
     *launch_order = true;
-    return run_queued_before(task, through, lent, pin.get(), ran_any);
+    if (!lent->take_if_alone(task)) return run_queued_before(task, through, lent, pin.get(), ran_any);
+    return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
   }
   if (!lent->take_back(task)) return std::nullopt;
   return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
