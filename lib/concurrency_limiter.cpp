@@ -82,7 +82,11 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
         task_base* launched = runner.exchange(nullptr);  // seq_cst: the waiter's half of the pairing in publish_runner
         if (launched == nullptr) continue;
         retracted = true;
+        // Held out of runners_ while its wait runs other work: that work must not run
+        // first in launch order, or a body waiting for this limiter would wait for ever.
+        ++this_thread_context().holding;
         bool done = detail::wait(launched, forever ? nullptr : &deadline);
+        --this_thread_context().holding;
         drop_handle(launched);
         if (!done) return (unfinished_.load() & count_mask) == 0;
       }

@@ -313,12 +313,13 @@ constexpr std::size_t run_limit = 64;
 // whole memory latency, behind the locked instructions of the wait before). Beneath a
 // body the rule would be unsound: an entry launched after that body's task may wait for it.
 
-// at_top_level: this thread runs no body, item or help of any scheduler. (A task_group
+// at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
+// out of the queues (thread_context::holding). (A task_group
 // child run by its joiner leaves nothing beneath that matters: it was the newest entry when
 // popped, so whatever lies above it was queued from inside it.)
 bool at_top_level() noexcept {
   const thread_context& context = this_thread_context();
-  return innermost_running == nullptr && context.running == 0 && context.helping == 0;
+  return innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
 }
 
 // in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
@@ -414,7 +415,7 @@ std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* con
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
   task_base* taken[run_limit];
   std::size_t run = 0;
-  if (count < 2) return 0;
+  if (count < 2 || *handles[0] == nullptr) return 0;  // (a body run earlier may have emptied a handle)
   auto take_run = [&](work_stealing_deque<work_item*>* own, const scheduler::impl* owner) {
     return in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken)
                                        : take_back_run(own, handles, count, taken);
@@ -438,16 +439,16 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
 // is ready, so nothing it waits for is left to retract: retract tries this before its looks.
 // Nothing when it was not there; else what run_taken_back says (true when it is complete or
 // ran here). Given `launch_order` (wait's first look), where waits run this thread's queue
-// in launch order it does that instead (run_queued_before), and sets it.
+// in launch order it sets it, and takes the task back only when it is the only entry (else
+// nothing: the caller runs the queue, run_in_launch_order).
 [[gnu::always_inline]] inline std::optional<bool> take_back_and_run_one(task_base* task, unsigned depth, task_base* const* through,
                                                                         bool finish_open, bool* launch_order = nullptr) noexcept {
   if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
-  bool ran_any = false;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
     if (launch_order != nullptr && in_launch_order_here(owner_of(task))) {
       *launch_order = true;
-      if (!own->take_if_alone(task)) return run_queued_before(task, through, own, owner_of(task), ran_any);
-      return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
+      if (own->take_if_alone(task)) return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
+      return std::nullopt;  // the caller runs the queue (run_in_launch_order), holding the task
     }
     if (!own->take_back(task)) return std::nullopt;
     return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
@@ -460,8 +461,8 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   if (lent == nullptr) return std::nullopt;
   if (launch_order != nullptr && in_launch_order_here(pin.get())) {
     *launch_order = true;
-    if (!lent->take_if_alone(task)) return run_queued_before(task, through, lent, pin.get(), ran_any);
-    return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
+    if (lent->take_if_alone(task)) return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
+    return std::nullopt;  // as above
   }
   if (!lent->take_back(task)) return std::nullopt;
   return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
@@ -553,12 +554,17 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
       ((through != nullptr && *through != task) || task->is_completed())) {
     return true;  // (the task may be freed once the handle no longer names it)
   }
+  // Running the queue in launch order runs bodies unrelated to the task, which may drop its
+  // last handle or move the handle waited through (a vector they grow): from then on the
+  // wait holds a reference of its own and never reads `through`.
+  held_reference hold(launch_order ? task : nullptr);
+  if (launch_order) through = nullptr;
   no_worker_nap nap;  // see the block below
-  for (bool first = true;; first = false) {
-    if (launch_order && !first) {
+  for (;;) {
+    if (launch_order) {
       bool ran_any = false;
-      run_in_launch_order(task, through, ran_any);
-      if ((through != nullptr && *through != task) || task->is_completed()) return true;  // as below
+      run_in_launch_order(task, nullptr, ran_any);
+      if (task->is_completed()) return true;
       if (ran_any) continue;
     }
     retract(task, 0, through);

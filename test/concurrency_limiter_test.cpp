@@ -122,6 +122,30 @@ TEST_CASE("concurrency_limiter: wait from inside a task retracts queued work rat
   }
 }
 
+// With no workers, a wait runs this thread's queue in launch order; the limiter's wait holds
+// its runner out of reach meanwhile, so it must not: an older body waiting for the limiter
+// would wait for the piece in that runner for ever (found by review: it timed out).
+TEST_CASE("concurrency_limiter: with no workers, a body launched before a piece may wait for the limiter") {
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    {
+      task_concurrency_limiter limiter(1, priority::normal, pool);
+      bool emptied = false;
+      task<> older = pool.launch("waits for the limiter", [&] { emptied = limiter.wait(std::chrono::seconds(30)); });
+      bool ran = false;
+      limiter.push("piece", [&ran](std::uint32_t) { ran = true; });
+      CHECK(limiter.wait());
+      CHECK(ran);
+      older.wait();
+      CHECK(emptied);
+    }
+    if (attached) pool.detach();
+  }
+}
+
 TEST_CASE("concurrency_limiter: a limiter destroyed before its work finished lets the work finish") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);

@@ -1188,6 +1188,69 @@ TEST_CASE("wait: with no workers, a wait inside a body for a task in the middle 
   CHECK(ran == std::vector<int>{1, 2, 0});
 }
 
+// Running the queue in launch order runs bodies unrelated to the task waited for. They may
+// free it (drop its last handle) or move the handle waited through (grow the vector holding
+// it): the wait holds the task itself meanwhile and never reads the handle again (found by
+// review under ASan: reads of a freed event and a freed handle).
+TEST_CASE("wait: with no workers, older bodies that drop or move the handle waited through are harmless") {
+  SUBCASE("an event's last handle, dropped by an older body") {
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    task<> all;
+    task<> x = pool.launch("x", [] {});
+    task<> dropper = pool.launch("drops the last handle", [&all] { all = task<>(); });
+    all = when_all(std::vector<task<>>{x});
+    all.wait();
+    CHECK_FALSE(all.is_valid());
+    CHECK(dropper.is_completed());
+  }
+  SUBCASE("the handle's vector, grown by an older body") {
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    std::vector<task<>> handles;
+    handles.reserve(2);
+    handles.push_back(pool.launch("grows the vector", [&] {
+      for (int i = 0; i < 100; ++i) handles.push_back(pool.launch("more", [] {}));
+    }));
+    handles.push_back(pool.launch("waited for", [] {}));
+    handles[1].wait();
+    CHECK(handles.size() == 102);
+    CHECK(handles[1].is_completed());
+    CHECK(wait_all(handles));
+  }
+}
+
+// A body of a run wait_all takes back empties the handle that starts its next run: the next
+// look must not read through it (found by review: a crash, newest first and oldest first).
+TEST_CASE("wait: wait_all goes on past a handle a body emptied at the start of the next run") {
+  for (int mode = 0; mode < 3; ++mode) {  // plain main, attached, beneath a worker's body
+    CAPTURE(mode);
+    no_leaks leaks;
+    scheduler pool(test::options_with(mode == 2 ? 1 : 0));
+    if (mode == 1) pool.attach(named_thread::game);
+    int ran = 0;
+    auto waits_for_batch = [&pool, &ran] {
+      std::vector<task<>> handles(4);
+      handles[0] = pool.launch("empties a later handle", [&handles, &ran] { ++ran, handles[2] = task<>(); });
+      handles[1] = pool.launch("b", [&ran] { ++ran; });
+      task<> between = pool.launch("not waited for", [] {});  // ends the run
+      handles[2] = pool.launch("c", [&ran] { ++ran; });
+      handles[3] = pool.launch("d", [&ran] { ++ran; });
+      CHECK(wait_all(handles));
+      CHECK_FALSE(handles[2].is_valid());
+      between.wait();
+      wait_all(std::vector<task<>>{between});
+    };
+    if (mode == 2) {
+      pool.launch("outer", waits_for_batch).wait();
+    } else {
+      waits_for_batch();
+    }
+    CHECK(ran >= 3);
+    if (mode == 1) pool.detach();
+  }
+}
+
 // try_retract_and_execute says it ran a task it took back off this thread's deque, even
 // while that task's nested task still runs.
 TEST_CASE("wait: retracting a task taken back whose nested task is still running says it ran") {

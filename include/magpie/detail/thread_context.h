@@ -21,6 +21,10 @@ struct thread_context {
   worker* self = nullptr;            // set on worker threads
   unsigned running = 0;              // depth of work items this thread runs as a non-worker
   unsigned helping = 0;              // depth of try_run_one calls on this thread
+  // depth of waits that hold queued work out of its queues meanwhile (a concurrency
+  // limiter's runner): what runs beneath one may wait for that work, so a wait there is
+  // not at top level (lib/task_wait.cpp, "Launch order without workers").
+  unsigned holding = 0;
   int named = -1;                    // attached named thread index, or -1
   magpie::scheduler* facade = nullptr;
   // own_deque's answer for `owner`, kept beside `self` and `named` so the launch and wait
