@@ -1112,11 +1112,10 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
   }
 }
 
-// With no workers, a wait at top level for a task in the middle of its thread's deque runs
-// that task alone, where it lies: the tasks launched after it may wait for what it does or
-// for what the waiter does next (Unreal's no-threading mode runs each at its launch, in
-// launch order). Running them first, as a walk down the deque would, deadlocks here: the
-// task after the awaited one waits for an event the awaited one triggers.
+// With no workers, a wait at top level runs what its thread queued oldest first, as Unreal's
+// no-threading mode runs each task at its launch: a task after the awaited one may wait for
+// an event the awaited one triggers, and runs after it. (Run newest first, down the deque,
+// it would wait for ever.)
 TEST_CASE("wait: with no workers, a wait runs what this thread queued in launch order, up to the run that holds the task") {
   for (bool attached : {true, false}) {
     CAPTURE(attached);

@@ -286,8 +286,8 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     tasks[0].task<>::wait();  // through the caller's own handle
     return;
   }
-  // A named thread's tasks first, one by one in the order given: wait_all goes newest
-  // first, and on their own thread (without workers) would run one producer's commands in
+  // A named thread's tasks first, one by one in the order given: wait_all goes newest first
+  // where there are workers, and on their own thread would run one producer's commands in
   // reverse. Then the rest together.
   if (!none_named) {
     for (const graph_event_ref& each : tasks) {
