@@ -68,34 +68,47 @@ TEST_CASE("deque: take_back takes the expected item from the newest end, else th
   CHECK(deque.empty());
 }
 
+namespace {
+
+// race_thieves pushes 0..count-1 while two thieves steal, calling `owner_takes(deque, i,
+// take)` after each push (`take(item)` counts an item the owner took), then checks that
+// every item was taken exactly once.
+template <class OwnerTakes>
+void race_thieves(int count, OwnerTakes owner_takes) {
+  work_stealing_deque<int> deque;
+  std::vector<std::atomic<int>> taken(static_cast<std::size_t>(count));
+  auto take = [&taken](int item) { taken[static_cast<std::size_t>(item)].fetch_add(1); };
+  std::atomic<bool> done{false};
+  std::vector<std::thread> thieves;
+  for (int t = 0; t < 2; ++t) {
+    thieves.emplace_back([&] {
+      while (!done.load()) {
+        if (auto item = deque.steal()) take(*item);
+      }
+    });
+  }
+  for (int i = 0; i < count; ++i) {
+    deque.push(i);
+    owner_takes(deque, i, take);
+  }
+  while (auto item = deque.pop()) take(*item);
+  done.store(true);
+  for (auto& each : thieves) each.join();
+  while (auto item = deque.steal()) take(*item);
+  for (auto& each : taken) CHECK(each.load() == 1);
+}
+
+}  // namespace
+
 TEST_CASE("deque stress: the owner takes its oldest items back while thieves steal" * doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
-    constexpr int count = 100'000;
-    work_stealing_deque<int> deque;
-    std::vector<std::atomic<int>> taken(count);
-    std::atomic<bool> done{false};
-    std::vector<std::thread> thieves;
-    for (int t = 0; t < 2; ++t) {
-      thieves.emplace_back([&] {
-        while (!done.load()) {
-          if (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-        }
-      });
-    }
     int oldest = 0;
-    for (int i = 0; i < count; ++i) {
-      deque.push(i);
-      if (i % 3 == 2) {  // the owner goes after its oldest, which a thief may have taken
-        for (; oldest <= i; ++oldest) {
-          if (deque.steal_if(oldest)) taken[static_cast<std::size_t>(oldest)].fetch_add(1);
-        }
+    race_thieves(100'000, [&oldest](work_stealing_deque<int>& deque, int i, auto take) {
+      if (i % 3 != 2) return;
+      for (; oldest <= i; ++oldest) {  // the owner goes after its oldest, which a thief may have taken
+        if (deque.steal_if(oldest)) take(oldest);
       }
-    }
-    while (auto item = deque.pop()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-    done.store(true);
-    for (auto& each : thieves) each.join();
-    while (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-    for (auto& each : taken) CHECK(each.load() == 1);
+    });
   }
 }
 
@@ -145,36 +158,18 @@ TEST_CASE("deque: take_if_alone takes the expected item only when it is the only
 }
 
 TEST_CASE("deque stress: the owner takes runs of its oldest items while thieves steal" * doctest::test_suite("stress")) {
-  using take = work_stealing_deque<int>::oldest_take;
+  using take_answer = work_stealing_deque<int>::oldest_take;
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
-    constexpr int count = 100'000;
-    work_stealing_deque<int> deque;
-    std::vector<std::atomic<int>> taken(count);
-    std::atomic<bool> done{false};
-    std::vector<std::thread> thieves;
-    for (int t = 0; t < 2; ++t) {
-      thieves.emplace_back([&] {
-        while (!done.load()) {
-          if (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-        }
-      });
-    }
-    int run[16];
-    for (int i = 0; i < count; ++i) {
-      deque.push(i);
-      if (i % 7 == 6) {
-        std::int64_t got = deque.take_oldest(run, 1 + i % 16, deque.end_index(), [](std::int64_t, int) { return take::take; });
-        for (std::int64_t k = 0; k < got; ++k) {
-          if (k > 0) CHECK(run[k] == run[k - 1] + 1);  // a run, oldest first, with no gap
-          taken[static_cast<std::size_t>(run[k])].fetch_add(1);
-        }
+    race_thieves(100'000, [](work_stealing_deque<int>& deque, int i, auto take) {
+      if (i % 7 != 6) return;
+      int run[16];
+      std::int64_t got = deque.take_oldest(run, 1 + i % 16, deque.end_index(),
+                                           [](std::int64_t, int) { return take_answer::take; });
+      for (std::int64_t k = 0; k < got; ++k) {
+        if (k > 0) CHECK(run[k] == run[k - 1] + 1);  // a run, oldest first, with no gap
+        take(run[k]);
       }
-    }
-    while (auto item = deque.pop()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-    done.store(true);
-    for (auto& each : thieves) each.join();
-    while (auto item = deque.steal()) taken[static_cast<std::size_t>(*item)].fetch_add(1);
-    for (auto& each : taken) CHECK(each.load() == 1);
+    });
   }
 }
 
