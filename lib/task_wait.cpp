@@ -350,11 +350,12 @@ std::optional<bool> run_queued_before(task_base* task, task_base* const* through
     for (std::int64_t i = 0; i < count; ++i) {
       if (taken[i] == task) {
         ran = run_taken_back(task, 0, through);
-      } else if (taken[i]->handler == tasks_handler && i + 1 < count) {
+      } else if (taken[i]->handler == tasks_handler && count > 1) {
         // A task of the same type (each task type has its own handler): run as taken back,
-        // finished open, a locked instruction fewer than its handler's run. Not the last of
-        // the run: its handler runs what its completion readies at once (a chain's hop),
-        // where a task finished open would queue it for the next run.
+        // finished open, a locked instruction fewer than its handler's run. Not a lone one
+        // (a chain's next link, readied by the last): its handler runs what its completion
+        // readies at once (the chain's hop), where a task finished open would queue it for
+        // the next run.
         run_taken_back(static_cast<task_base*>(taken[i]), 0, nullptr);
       } else {
         owner->execute(taken[i], nullptr);  // as a helper would
