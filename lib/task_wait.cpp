@@ -302,16 +302,22 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
 constexpr std::size_t run_limit = 64;
 
 // Launch order without workers. A scheduler with no workers runs nothing until a thread
-// waits or helps, and Unreal's no-threading mode runs each task at its launch: there a body
-// may wait for anything launched before its task, never for what came after it. So a wait
-// from a thread with nothing of magpie's beneath it on its stack first runs what the thread
-// had queued on its deque when the wait began, oldest first, up to the awaited task: in the
-// order Unreal would have run them, so nothing it runs waits for what it has not run yet
-// (the test "wait: with no workers, a body may wait for what an older task triggers"). It
-// takes them 64 at a time with one CAS, in the order they lie in memory, so waits in any
-// order cost about what wait_all does (a task claimed out of the middle of the deque paid a
-// whole memory latency, behind the locked instructions of the wait before). Beneath a
-// body the rule would be unsound: an entry launched after that body's task may wait for it.
+// waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from a
+// thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
+// tasks of the awaited task's type (launched from the same place: each task type has its own
+// handler) that lie below it on this thread's deque, oldest first, up to the run of 64 that
+// holds it, taken with one CAS. So a batch launched in a loop and waited for in any order
+// runs in launch order, in the order it lies in memory, at about what wait_all costs (a task
+// claimed out of the middle of the deque paid a whole memory latency behind the locked
+// instructions of the wait before). The run stops at the oldest entry of another type, which
+// then waits as before (claimed where it lies, or run by help): a task launched elsewhere
+// in the code, run earlier than its wait asks, may wait for what the waiting thread or a
+// newer task does — an event main triggers later, a pipe to drain, a limiter, a task_group
+// to join — and Unreal would have run it at its launch, before any of that existed (three
+// reviews found such hangs; docs/scheduler.md lists what stays). Beneath a body the rule
+// would be unsound even within a type: an entry launched after that body's task may wait
+// for it to complete. wait_all goes further: it takes its own handles oldest first
+// (take_oldest_run), whatever their types, as they lie.
 
 // at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
 // out of the queues (thread_context::holding). (A task_group
@@ -330,35 +336,40 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
   return no_workers && at_top_level();
 }
 
-// run_queued_before runs the entries of `own`, this thread's deque of `owner`, queued before
-// this call, oldest first, up to the run of 64 that holds `task` if one does (then what
-// run_taken_back says of it); nothing when none did. Running the rest of that run too keeps
-// waits oldest first at one CAS per 64 tasks, and stays in launch order. `ran_any` says
-// whether it ran anything.
-std::optional<bool> run_queued_before(task_base* task, task_base* const* through, work_stealing_deque<work_item*>* own,
-                                      scheduler::impl* owner, bool& ran_any) noexcept {
+// run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque of
+// `owner`, held below it when this call began, oldest first, up to the run of 64 that holds
+// `task` if one does (then what run_taken_back says of it); nothing when none did. It stops
+// at the oldest entry of another type (see "Launch order without workers"), and between
+// runs once `deadline` (if any) has passed. Running the rest of the run that holds `task`
+// too keeps waits oldest first at one CAS per 64 tasks, still in launch order. `ran_any`
+// says whether it ran anything.
+std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
+                                      const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
   const work_item::handler_fn tasks_handler = task->handler;
+  using take = work_stealing_deque<work_item*>::oldest_take;
+  auto same_type = [tasks_handler](std::int64_t, work_item* item) {
+    return item->handler == tasks_handler ? take::take : take::stop;
+  };
   work_item* taken[run_limit];
   std::optional<bool> ran;
   while (!ran) {
-    using take = work_stealing_deque<work_item*>::oldest_take;
-    std::int64_t count = own->take_oldest(taken, run_limit, end, [](std::int64_t, work_item*) { return take::take; });
+    if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) break;
+    std::int64_t count = own->take_oldest(taken, run_limit, end, same_type);
     if (count == 0) break;
     ran_any = true;
     for (std::int64_t i = 0; i < count; ++i) {
-      if (taken[i] == task) {
-        ran = run_taken_back(task, 0, through);
-      } else if (taken[i]->handler == tasks_handler && count > 1) {
-        // A task of the same type (each task type has its own handler): run as taken back,
-        // finished open, a locked instruction fewer than its handler's run. Not a lone one
-        // (a chain's next link, readied by the last): its handler runs what its completion
-        // readies at once (the chain's hop), where a task finished open would queue it for
-        // the next run.
-        run_taken_back(static_cast<task_base*>(taken[i]), 0, nullptr);
+      auto* each = static_cast<task_base*>(taken[i]);
+      if (each == task) {
+        ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+      } else if (count > 1) {
+        run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
       } else {
-        owner->execute(taken[i], nullptr);  // as a helper would
+        // A lone one (a chain's next link, readied by the last): its handler runs what its
+        // completion readies at once (the chain's hop), where a task finished open would
+        // queue it for the next run.
+        each->handler(each, work_action::run);
       }
     }
   }
@@ -367,17 +378,18 @@ std::optional<bool> run_queued_before(task_base* task, task_base* const* through
 
 // run_in_launch_order is wait's step in launch order (above) for `task`, whose scheduler has
 // no workers, from a thread at top level: nothing when it did not find the task queued
-// here, else what run_taken_back says. `ran_any` as for run_queued_before.
-std::optional<bool> run_in_launch_order(task_base* task, task_base* const* through, bool& ran_any) noexcept {
+// here, else what run_taken_back says. `deadline` and `ran_any` as for run_queued_before.
+std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::steady_clock::time_point* deadline,
+                                        bool& ran_any) noexcept {
   ran_any = false;
   if (task->target != target_none) return std::nullopt;  // on a named thread's queue, not the deque
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
-    return run_queued_before(task, through, own, owner_of(task), ran_any);
+    return run_queued_before(task, own, deadline, ran_any);
   }
   scheduler_pin pin(task->owner_index);  // a thread of no scheduler: its lent deque
   work_stealing_deque<work_item*>* lent = pin.get() != nullptr ? pin.get()->borrowed_deque() : nullptr;
   if (lent == nullptr) return std::nullopt;
-  return run_queued_before(task, through, lent, pin.get(), ran_any);
+  return run_queued_before(task, lent, deadline, ran_any);
 }
 
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
@@ -411,17 +423,17 @@ std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* con
   return run;
 }
 
-// take_back_and_run takes back a run of `handles` and runs it here; returns how many: the
-// newest run (take_back_run), or with no workers the oldest (take_oldest_run: the range
-// comes oldest first then, in_launch_order_here). A thread of no scheduler looks on the
+// take_back_and_run takes back a run of `handles` and runs it here; returns how many: with
+// no workers the oldest run, when the range comes oldest first from the deque's oldest end
+// (take_oldest_run, waits_in_launch_order); else the newest (take_back_run). A thread of no scheduler looks on the
 // deque lent to it by the first task's scheduler, pinned while it runs them.
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
   task_base* taken[run_limit];
   std::size_t run = 0;
   if (count < 2 || *handles[0] == nullptr) return 0;  // (a body run earlier may have emptied a handle)
   auto take_run = [&](work_stealing_deque<work_item*>* own, const scheduler::impl* owner) {
-    return in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken)
-                                       : take_back_run(own, handles, count, taken);
+    std::size_t oldest = in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken) : 0;
+    return oldest != 0 ? oldest : take_back_run(own, handles, count, taken);
   };
   const thread_context& context = this_thread_context();
   if (context.owner != nullptr) {
@@ -527,10 +539,15 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
 }
 
 bool waits_in_launch_order(const task_base* task) noexcept {
+  // Only where the range starts at the oldest end of this thread's deque: else its runs come
+  // back newest first, as with workers (whatever lies below may not run before it).
+  auto starts_there = [task](work_stealing_deque<work_item*>* own) { return own != nullptr && own->oldest_is(const_cast<task_base*>(task)); };
   const thread_context& context = this_thread_context();
-  if (context.owner != nullptr) return context.owner == owner_of(task) && in_launch_order_here(context.owner);
+  if (context.owner != nullptr) {
+    return context.owner == owner_of(task) && in_launch_order_here(context.owner) && starts_there(context.deque);
+  }
   scheduler_pin pin(task->owner_index);
-  return pin.get() != nullptr && in_launch_order_here(pin.get());
+  return pin.get() != nullptr && in_launch_order_here(pin.get()) && starts_there(pin.get()->borrowed_deque());
 }
 
 bool try_retract_and_execute(task_base* task, task_base* const* through) noexcept {
@@ -566,8 +583,9 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   for (;;) {
     if (launch_order) {
       bool ran_any = false;
-      run_in_launch_order(task, nullptr, ran_any);
+      run_in_launch_order(task, deadline, ran_any);
       if (task->is_completed()) return true;
+      if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return false;
       if (ran_any) continue;
     }
     retract(task, 0, through);

@@ -1112,33 +1112,30 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
   }
 }
 
-// With no workers, a wait at top level runs what its thread queued oldest first, as Unreal's
-// no-threading mode runs each task at its launch: a task after the awaited one may wait for
-// an event the awaited one triggers, and runs after it. (Run newest first, down the deque,
-// it would wait for ever.)
-TEST_CASE("wait: with no workers, a wait runs what this thread queued in launch order, up to the run that holds the task") {
+// With no workers, a wait at top level runs the older tasks of its task's type (one launch
+// site, as a loop launching a batch) oldest first, as Unreal's no-threading mode runs each
+// task at its launch: a task after another may wait for an event that one triggers, and runs
+// after it. (Run newest first, down the deque, it would wait for ever.)
+TEST_CASE("wait: with no workers, a wait runs the older tasks of its task's type in launch order, up to the run that holds it") {
   for (bool attached : {true, false}) {
     CAPTURE(attached);
     no_leaks leaks;
     scheduler pool(test::options_with(0));
     if (attached) pool.attach(named_thread::game);
     std::vector<int> ran;  // one thread runs everything
-    task_event triggered_by_middle("triggered by the middle task", pool);
+    task_event triggered_by_1("triggered by task 1", pool);
+    auto launch_part = [&](int i) {
+      return pool.launch("part", [&ran, &triggered_by_1, i] {
+        if (i == 2) CHECK(triggered_by_1.wait(std::chrono::seconds(30)));
+        ran.push_back(i);
+        if (i == 1) triggered_by_1.trigger();
+      });
+    };
     std::vector<task<>> handles;
-    handles.push_back(pool.launch("first", [&ran] { ran.push_back(0); }));
-    handles.push_back(pool.launch("middle", [&ran, &triggered_by_middle] {
-      ran.push_back(1);
-      triggered_by_middle.trigger();
-    }));
-    // Run before the middle one, it would wait for ever: nothing else would run meanwhile.
-    handles.push_back(pool.launch("waits for the middle one's event", [&ran, &triggered_by_middle] {
-      CHECK(triggered_by_middle.wait(std::chrono::seconds(30)));
-      ran.push_back(2);
-    }));
-    handles.push_back(pool.launch("last", [&ran] { ran.push_back(3); }));
-    handles[1].wait();
+    for (int i = 0; i < 4; ++i) handles.push_back(launch_part(i));
+    handles[2].wait();
     CHECK(ran == std::vector<int>{0, 1, 2, 3});  // one run of 64 holds them all
-    for (int i = 0; i < 200; ++i) handles.push_back(pool.launch("more", [&ran, i] { ran.push_back(4 + i); }));
+    for (int i = 4; i < 204; ++i) handles.push_back(launch_part(i));
     handles[100].wait();  // the run of 64 that holds it, not the rest
     CHECK(ran.size() == 4 + 128);
     for (std::size_t i = 0; i < ran.size(); ++i) CHECK(ran[i] == static_cast<int>(i));
@@ -1148,25 +1145,42 @@ TEST_CASE("wait: with no workers, a wait runs what this thread queued in launch 
   }
 }
 
+// The run stops at the oldest entry of another type: a task launched elsewhere, run before
+// its wait asks, may wait for what the waiting thread does next (here an event main triggers
+// after waiting for a newer task; found by review: it waited for ever). Likewise a pipe to
+// drain, a limiter, a task_group to join, all of which reviews found.
+TEST_CASE("wait: with no workers, a wait does not run an older task of another type first") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_event later("triggered by main after its wait", pool);
+  bool saw_trigger = false;
+  task<> older = pool.launch("waits for main", [&] { saw_trigger = later.wait(std::chrono::seconds(30)); });
+  task<> newer = pool.launch("newer", [] {});
+  newer.wait();
+  CHECK_FALSE(older.is_completed());
+  later.trigger();
+  older.wait();
+  CHECK(saw_trigger);
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
-// older task does. Waited for newest first, as wait_all's runs and a reversed loop go, the
-// newer one ran first and waited for ever with nobody to run the older one.
-TEST_CASE("wait: with no workers, a body may wait for what an older task triggers, whatever the order of the waits") {
-  for (int order = 0; order < 3; ++order) {
-    CAPTURE(order);
+// older task does. wait_all over a range that starts at the oldest end of the deque takes it
+// oldest first; taken newest first, the newer task ran first and waited for ever with
+// nobody to run the older one.
+TEST_CASE("wait: with no workers, wait_all runs its range in launch order: a body may wait for what an older task triggers") {
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
     no_leaks leaks;
     scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
     task_event triggered("triggered by the older task", pool);
     bool saw_trigger = false;
     std::vector<task<>> handles;
     handles.push_back(pool.launch("older", [&triggered] { triggered.trigger(); }));
     handles.push_back(pool.launch("newer", [&triggered, &saw_trigger] { saw_trigger = triggered.wait(std::chrono::seconds(30)); }));
-    if (order == 0) CHECK(wait_all(handles));
-    if (order == 1) handles[1].wait();
-    if (order == 2) {
-      for (auto each = handles.rbegin(); each != handles.rend(); ++each) each->wait();
-    }
+    CHECK(wait_all(handles));
     CHECK(saw_trigger);
+    if (attached) pool.detach();
   }
 }
 
@@ -1187,36 +1201,35 @@ TEST_CASE("wait: with no workers, a wait inside a body for a task in the middle 
   CHECK(ran == std::vector<int>{1, 2, 0});
 }
 
-// Running the queue in launch order runs bodies unrelated to the task waited for. They may
+// Running older tasks in launch order runs bodies other than the task waited for. They may
 // free it (drop its last handle) or move the handle waited through (grow the vector holding
 // it): the wait holds the task itself meanwhile and never reads the handle again (found by
-// review under ASan: reads of a freed event and a freed handle).
+// review under ASan, which these cases need: reads of a freed task and a freed handle).
 TEST_CASE("wait: with no workers, older bodies that drop or move the handle waited through are harmless") {
-  SUBCASE("an event's last handle, dropped by an older body") {
-    no_leaks leaks;
-    scheduler pool(test::options_with(0));
-    task<> all;
-    task<> x = pool.launch("x", [] {});
-    task<> dropper = pool.launch("drops the last handle", [&all] { all = task<>(); });
-    all = when_all(std::vector<task<>>{x});
-    all.wait();
-    CHECK_FALSE(all.is_valid());
-    CHECK(dropper.is_completed());
-  }
-  SUBCASE("the handle's vector, grown by an older body") {
-    no_leaks leaks;
-    scheduler pool(test::options_with(0));
-    std::vector<task<>> handles;
-    handles.reserve(2);
-    handles.push_back(pool.launch("grows the vector", [&] {
-      for (int i = 0; i < 100; ++i) handles.push_back(pool.launch("more", [] {}));
-    }));
-    handles.push_back(pool.launch("waited for", [] {}));
-    handles[1].wait();
-    CHECK(handles.size() == 102);
-    CHECK(handles[1].is_completed());
-    CHECK(wait_all(handles));
-  }
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<task<>> handles;
+  task<> target;
+  // One launch site (the rule runs older tasks of the waited one's type): part 0 drops the
+  // last handle of the task waited for, part 1 grows the vector holding another one.
+  auto launch_part = [&](int i) {
+    return pool.launch("part", [&, i] {
+      if (i == 0) target = task<>();
+      if (i == 1) {
+        for (int more = 0; more < 100; ++more) handles.push_back(pool.launch("more", [] {}));
+      }
+    });
+  };
+  handles.reserve(3);
+  handles.push_back(launch_part(0));
+  target = launch_part(2);
+  target.wait();
+  CHECK_FALSE(target.is_valid());  // part 0 ran first, and dropped it
+  handles.push_back(launch_part(1));
+  handles.push_back(launch_part(3));
+  handles[2].wait();
+  CHECK(handles.size() == 103);  // part 1 ran first, and moved the handle waited through
+  CHECK(wait_all(handles));
 }
 
 // A body of a run wait_all takes back empties the handle that starts its next run: the next

@@ -121,6 +121,14 @@ class work_stealing_deque {
     return steal_if(expected);
   }
 
+  // oldest_is says whether the oldest item is `expected` (a range waited for oldest first
+  // starts there: lib/task_wait.cpp). Compares without dereferencing. Owner thread only.
+  bool oldest_is(T expected) const {
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess; a take that acts on it settles it with its CAS
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
+    return t < b && current_.load(std::memory_order_relaxed)->get(t) == expected;  // relaxed: only the owner replaces the ring
+  }
+
   // take_if_alone takes `expected` back if it is the only item (a launch followed by its
   // wait): take_oldest's one-item case in a CAS, with no run to read. Owner thread only;
   // races the thieves.
