@@ -305,10 +305,9 @@ constexpr std::size_t run_limit = 64;
 // waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from a
 // thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
 // tasks of the awaited task's type (launched from the same place: each task type has its own
-// handler) that lie below it on this thread's deque, oldest first, up to the run of 64 that
-// holds it, taken with one CAS. So a batch launched in a loop and waited for in any order
-// runs in launch order, in the order it lies in memory, at about what wait_all costs (a task
-// claimed out of the middle of the deque paid a whole memory latency behind the locked
+// handler) that lie below it on this thread's deque, oldest first. So a batch launched in a
+// loop and waited for in any order runs in launch order, in the order it lies in memory (a
+// task claimed out of the middle of the deque paid a whole memory latency behind the locked
 // instructions of the wait before). The run stops at the oldest entry of another type, which
 // then waits as before (claimed where it lies, or run by help): a task launched elsewhere
 // in the code, run earlier than its wait asks, may wait for what the waiting thread or a
@@ -336,41 +335,40 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
   return no_workers && at_top_level();
 }
 
-// run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque of
-// `owner`, held below it when this call began, oldest first, up to the run of 64 that holds
-// `task` if one does (then what run_taken_back says of it); nothing when none did. It stops
-// at the oldest entry of another type (see "Launch order without workers"), and between
-// runs once `deadline` (if any) has passed. Running the rest of the run that holds `task`
-// too keeps waits oldest first at one CAS per 64 tasks, still in launch order. `ran_any`
-// says whether it ran anything.
+// run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
+// below it when this call began, oldest first, up to `task` if it is among them (then what
+// run_taken_back says of it); nothing when it was not. It stops at the oldest entry of
+// another type (see "Launch order without workers"), and once `deadline` (if any) has
+// passed. One at a time: an entry's type can be read only once it is ours (a thief may
+// have taken and freed it), so an entry of another type is taken, then put back, at the
+// newest end (the oldest belongs to the thieves), where it runs when waited for or helped.
+// `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
   const work_item::handler_fn tasks_handler = task->handler;
   using take = work_stealing_deque<work_item*>::oldest_take;
-  auto same_type = [tasks_handler](std::int64_t, work_item* item) {
-    return item->handler == tasks_handler ? take::take : take::stop;
-  };
-  work_item* taken[run_limit];
   std::optional<bool> ran;
   while (!ran) {
     if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) break;
-    std::int64_t count = own->take_oldest(taken, run_limit, end, same_type);
-    if (count == 0) break;
+    work_item* oldest = nullptr;
+    if (own->take_oldest(&oldest, 1, end, [](std::int64_t, work_item*) { return take::take; }) == 0) break;
+    if (oldest != task && oldest->handler != tasks_handler) {
+      own->push(oldest);
+      break;
+    }
     ran_any = true;
-    for (std::int64_t i = 0; i < count; ++i) {
-      auto* each = static_cast<task_base*>(taken[i]);
-      if (each == task) {
-        ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
-      } else if (count > 1) {
-        run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
-      } else {
-        // A lone one (a chain's next link, readied by the last): its handler runs what its
-        // completion readies at once (the chain's hop), where a task finished open would
-        // queue it for the next run.
-        each->handler(each, work_action::run);
-      }
+    auto* each = static_cast<task_base*>(oldest);
+    if (each == task) {
+      ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+    } else if (!own->empty()) {
+      run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
+    } else {
+      // The last one queued (a chain's next link, readied by the one before): its handler
+      // runs what its completion readies at once (the chain's hop), where a task finished
+      // open would queue it for the next look.
+      each->handler(each, work_action::run);
     }
   }
   return ran;
@@ -454,15 +452,19 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
 // is ready, so nothing it waits for is left to retract: retract tries this before its looks.
 // Nothing when it was not there; else what run_taken_back says (true when it is complete or
 // ran here). Given `launch_order` (wait's first look), where waits run this thread's queue
-// in launch order it sets it, and takes the task back only when it is the only entry (else
-// nothing: the caller runs the queue, run_in_launch_order).
+// in launch order it sets it, and takes the task back only when it is the oldest entry (else
+// nothing: the caller runs what lies below it first, run_in_launch_order).
 [[gnu::always_inline]] inline std::optional<bool> take_back_and_run_one(task_base* task, unsigned depth, task_base* const* through,
                                                                         bool finish_open, bool* launch_order = nullptr) noexcept {
   if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
   if (work_stealing_deque<work_item*>* own = own_deque_for(task)) {
     if (launch_order != nullptr && in_launch_order_here(owner_of(task))) {
       *launch_order = true;
-      if (own->take_if_alone(task)) return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
+      // The oldest entry (alone, or waits in launch order) is taken back as ever; else the
+      // caller runs what lies below it first.
+      if (own->steal_if(task)) {
+        return run_taken_back_and_trim(task, depth, through, finish_open, own, owner_of(task));
+      }
       return std::nullopt;  // the caller runs the queue (run_in_launch_order), holding the task
     }
     if (!own->take_back(task)) return std::nullopt;
@@ -476,7 +478,9 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   if (lent == nullptr) return std::nullopt;
   if (launch_order != nullptr && in_launch_order_here(pin.get())) {
     *launch_order = true;
-    if (lent->take_if_alone(task)) return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
+    if (lent->steal_if(task)) {
+      return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
+    }
     return std::nullopt;  // as above
   }
   if (!lent->take_back(task)) return std::nullopt;

@@ -142,21 +142,6 @@ TEST_CASE("deque: a run of the oldest items is taken at once, as far as the call
   CHECK(deque.pop() == 9);
 }
 
-TEST_CASE("deque: take_if_alone takes the expected item only when it is the only one") {
-  work_stealing_deque<int> deque;
-  CHECK_FALSE(deque.take_if_alone(1));  // empty
-  deque.push(1);
-  deque.push(2);
-  CHECK_FALSE(deque.take_if_alone(2));  // the newest, but not alone
-  CHECK_FALSE(deque.take_if_alone(1));  // the oldest, but not alone
-  CHECK(deque.steal() == 1);
-  CHECK_FALSE(deque.take_if_alone(3));  // alone, but not the one expected
-  CHECK(deque.take_if_alone(2));
-  CHECK(deque.empty());
-  deque.push(4);  // the indices still line up
-  CHECK(deque.pop() == 4);
-}
-
 TEST_CASE("deque stress: the owner takes runs of its oldest items while thieves steal" * doctest::test_suite("stress")) {
   using take_answer = work_stealing_deque<int>::oldest_take;
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {

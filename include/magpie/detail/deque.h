@@ -129,19 +129,6 @@ class work_stealing_deque {
     return t < b && current_.load(std::memory_order_relaxed)->get(t) == expected;  // relaxed: only the owner replaces the ring
   }
 
-  // take_if_alone takes `expected` back if it is the only item (a launch followed by its
-  // wait): take_oldest's one-item case in a CAS, with no run to read. Owner thread only;
-  // races the thieves.
-  bool take_if_alone(T expected) {
-    check_owner("take_if_alone");
-    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b < 0 || r->get(b) != expected) return false;  // the owner wrote that slot itself
-    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess the CAS below settles
-    return t == b && top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                                  std::memory_order_relaxed);  // relaxed: the loser takes nothing
-  }
-
   // newest_matching counts how many of the newest items are expected(0), expected(1), …
   // (newest first), up to `count`, asking for each only after the one before matched.
   // Compares without dereferencing, as pop_if. Owner thread only.
