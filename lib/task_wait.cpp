@@ -309,19 +309,20 @@ constexpr std::size_t run_limit = 64;
 // loop and waited for in any order runs in launch order, in the order it lies in memory (a
 // task claimed out of the middle of the deque paid a whole memory latency behind the locked
 // instructions of the wait before). The run stops at the oldest entry of another type, which
-// then waits as before (claimed where it lies, or run by help): a task launched elsewhere
-// in the code, run earlier than its wait asks, may wait for what the waiting thread or a
-// newer task does — an event main triggers later, a pipe to drain, a limiter, a task_group
-// to join — and Unreal would have run it at its launch, before any of that existed (three
-// reviews found such hangs; docs/scheduler.md lists what stays). Beneath a body the rule
+// goes back at the newest end and then waits as before (run_queued_before): a task launched
+// elsewhere in the code, run earlier than its wait asks, may wait for what the waiting
+// thread or a newer task does — an event main triggers later, a pipe to drain, a limiter, a
+// task_group to join — and Unreal would have run it at its launch, before any of that
+// existed (reviews found each of these hanging; docs/scheduler.md lists what stays). Beneath a body the rule
 // would be unsound even within a type: an entry launched after that body's task may wait
 // for it to complete. wait_all goes further: it takes its own handles oldest first
-// (take_oldest_run), whatever their types, as they lie.
+// (take_oldest_run), whatever their types, when its range starts at the deque's oldest end
+// (waits_in_launch_order): it waits for all of them anyway.
 
 // at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
-// out of the queues (thread_context::holding). (A task_group
-// child run by its joiner leaves nothing beneath that matters: it was the newest entry when
-// popped, so whatever lies above it was queued from inside it.)
+// out of the queues (thread_context::holding). (A task_group child run by its joiner leaves
+// nothing beneath that matters: it was the newest entry when popped, so whatever lies above
+// it was queued from inside it.)
 bool at_top_level() noexcept {
   const thread_context& context = this_thread_context();
   return innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
