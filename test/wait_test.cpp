@@ -1116,7 +1116,7 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
 // site, as a loop launching a batch) oldest first, as Unreal's no-threading mode runs each
 // task at its launch: a task after another may wait for an event that one triggers, and runs
 // after it. (Run newest first, down the deque, it would wait for ever.)
-TEST_CASE("wait: with no workers, a wait runs the older tasks of its task's type in launch order, up to it") {
+TEST_CASE("wait: with no workers, a wait runs the older tasks of its task's type in launch order, up to the run of 64 that holds it") {
   for (bool attached : {true, false}) {
     CAPTURE(attached);
     no_leaks leaks;
@@ -1134,10 +1134,10 @@ TEST_CASE("wait: with no workers, a wait runs the older tasks of its task's type
     std::vector<task<>> handles;
     for (int i = 0; i < 4; ++i) handles.push_back(launch_part(i));
     handles[2].wait();
-    CHECK(ran == std::vector<int>{0, 1, 2});
+    CHECK(ran == std::vector<int>{0, 1, 2, 3});  // one run of 64 holds them all
     for (int i = 4; i < 204; ++i) handles.push_back(launch_part(i));
-    handles[100].wait();  // up to it, not the rest
-    CHECK(ran.size() == 101);
+    handles[100].wait();  // the run of 64 that holds it, not the rest
+    CHECK(ran.size() == 4 + 128);
     for (std::size_t i = 0; i < ran.size(); ++i) CHECK(ran[i] == static_cast<int>(i));
     CHECK(wait_all(handles, std::chrono::seconds(30)));
     CHECK(ran.size() == 204);
@@ -1161,6 +1161,30 @@ TEST_CASE("wait: with no workers, a wait does not run an older task of another t
   later.trigger();
   older.wait();
   CHECK(saw_trigger);
+
+  // Within a run taken at once: the tasks before the other type run, the rest go back, still
+  // the oldest, in their order.
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    if (attached) pool.attach(named_thread::game);
+    std::vector<int> ran;
+    auto launch_part = [&](int i) { return pool.launch("part", [&ran, i] { ran.push_back(i); }); };
+    std::vector<task<>> handles;
+    handles.push_back(launch_part(0));
+    handles.push_back(launch_part(1));
+    task<> other = pool.launch("other", [&ran] { ran.push_back(-1); });
+    handles.push_back(launch_part(2));
+    handles.push_back(launch_part(3));
+    handles[2].wait();  // 0 and 1 run first; 2 is then claimed where it lies
+    CHECK(ran == std::vector<int>{0, 1, 2});
+    CHECK_FALSE(other.is_completed());
+    handles[3].wait();  // the newest, taken back
+    CHECK(ran == std::vector<int>{0, 1, 2, 3});
+    CHECK(pool.try_run_one());  // what is left: the other type, still queued
+    CHECK(other.is_completed());
+    CHECK_FALSE(pool.try_run_one());
+    if (attached) pool.detach();
+  }
 }
 
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
