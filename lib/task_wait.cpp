@@ -305,20 +305,19 @@ constexpr std::size_t run_limit = 64;
 // waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from a
 // thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
 // tasks of the awaited task's type (launched from the same place: each task type has its own
-// handler) that lie below it on this thread's deque, oldest first, 64 with one CAS. So a
-// batch launched in a loop and waited for in any order runs in launch order, in the order it
-// lies in memory, at about what wait_all costs (a task claimed out of the middle of the
-// deque paid a whole memory latency behind the locked instructions of the wait before).
-// The run stops at the oldest entry of another type, which stays queued and waits as before
-// (run_queued_before): a task launched elsewhere in the code, run earlier than its wait
-// asks, may wait for what the waiting thread or a newer task does (an event main triggers
-// later, a pipe to drain, a limiter, a task_group to join), where Unreal would have run it
-// at its launch, before any of that existed; reviews found each of these hanging, and
-// docs/scheduler.md lists what stays. Beneath a body the rule would be unsound even within
-// a type: an entry launched after that body's task may wait for it to complete. wait_all
-// goes further: it takes its own handles oldest first (take_oldest_run), whatever their
-// types, when its range starts at the deque's oldest end (waits_in_launch_order), since it
-// waits for all of them anyway.
+// handler) that lie below it on this thread's deque, oldest first. So a batch launched in a
+// loop and waited for in any order runs in launch order, in the order it lies in memory (a
+// task claimed out of the middle of the deque paid a whole memory latency behind the locked
+// instructions of the wait before). The run stops at the oldest entry of another type, which
+// goes back at the newest end and then waits as before (run_queued_before): a task launched
+// elsewhere in the code, run earlier than its wait asks, may wait for what the waiting
+// thread or a newer task does — an event main triggers later, a pipe to drain, a limiter, a
+// task_group to join — and Unreal would have run it at its launch, before any of that
+// existed (reviews found each of these hanging; docs/scheduler.md lists what stays). Beneath a body the rule
+// would be unsound even within a type: an entry launched after that body's task may wait
+// for it to complete. wait_all goes further: it takes its own handles oldest first
+// (take_oldest_run), whatever their types, when its range starts at the deque's oldest end
+// (waits_in_launch_order): it waits for all of them anyway.
 
 // at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
 // out of the queues (thread_context::holding). (A task_group child run by its joiner leaves
@@ -338,48 +337,40 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 }
 
 // run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
-// below it when this call began, oldest first, 64 at a time with one CAS, up to the run that
-// holds `task` if one does (then what run_taken_back says of it); nothing when none did. It
-// stops at the oldest entry of another type (see "Launch order without workers"), and once
-// `deadline` (if any) has passed. An entry's type can be read only once it is ours (a thief
-// may have taken and freed it), so a run is taken first and what it holds from the first
-// entry of another type on is given back, still the oldest (give_back_oldest; at the newest
-// end if a thief moved meanwhile). `ran_any` says whether it ran anything.
+// below it when this call began, oldest first, up to `task` if it is among them (then what
+// run_taken_back says of it); nothing when it was not. It stops at the oldest entry of
+// another type (see "Launch order without workers"), and once `deadline` (if any) has
+// passed. One at a time: an entry's type can be read only once it is ours (a thief may
+// have taken and freed it), so an entry of another type is taken, then put back, at the
+// newest end (the oldest belongs to the thieves), where it runs when waited for or helped.
+// `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
   const work_item::handler_fn tasks_handler = task->handler;
   using take = work_stealing_deque<work_item*>::oldest_take;
-  work_item* taken[run_limit];
   std::optional<bool> ran;
   while (!ran) {
     if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) break;
-    std::int64_t top_after = 0;
-    std::int64_t count = own->take_oldest(taken, run_limit, end, [](std::int64_t, work_item*) { return take::take; }, &top_after);
-    if (count == 0) break;
-    std::int64_t same = 0;  // ours now: their types can be read
-    while (same < count && taken[same]->handler == tasks_handler) ++same;
-    const bool stops = same < count;
-    // Before anything runs: a body's push would reuse the slots.
-    if (stops && !own->give_back_oldest(top_after, count - same)) {
-      for (std::int64_t i = same; i < count; ++i) own->push(taken[i]);
+    work_item* oldest = nullptr;
+    if (own->take_oldest(&oldest, 1, end, [](std::int64_t, work_item*) { return take::take; }) == 0) break;
+    if (oldest != task && oldest->handler != tasks_handler) {
+      own->push(oldest);
+      break;
     }
-    if (same != 0) ran_any = true;
-    for (std::int64_t i = 0; i < same; ++i) {
-      auto* each = static_cast<task_base*>(taken[i]);
-      if (each == task) {
-        ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
-      } else if (same > 1) {
-        run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
-      } else {
-        // A lone one (a chain's next link, readied by the one before): its handler runs what
-        // its completion readies at once (the chain's hop), where a task finished open would
-        // queue it for the next look.
-        each->handler(each, work_action::run);
-      }
+    ran_any = true;
+    auto* each = static_cast<task_base*>(oldest);
+    if (each == task) {
+      ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+    } else if (!own->empty()) {
+      run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
+    } else {
+      // The last one queued (a chain's next link, readied by the one before): its handler
+      // runs what its completion readies at once (the chain's hop), where a task finished
+      // open would queue it for the next look.
+      each->handler(each, work_action::run);
     }
-    if (stops) break;
   }
   return ran;
 }

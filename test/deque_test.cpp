@@ -112,7 +112,7 @@ TEST_CASE("deque stress: the owner takes its oldest items back while thieves ste
   }
 }
 
-TEST_CASE("deque: a run of the oldest items is taken at once, as far as the caller wants and below the end given, and given back") {
+TEST_CASE("deque: a run of the oldest items is taken at once, as far as the caller wants and below the end given") {
   using take = work_stealing_deque<int>::oldest_take;
   work_stealing_deque<int> deque;
   for (int i = 0; i < 8; ++i) deque.push(i);
@@ -136,36 +136,20 @@ TEST_CASE("deque: a run of the oldest items is taken at once, as far as the call
   CHECK(deque.take_oldest(out, 8, end, all) == 2);  // 6 and 7; 8 lies at the end
   CHECK((out[0] == 6 && out[1] == 7));
   CHECK(deque.take_oldest(out, 8, end, all) == 0);
-  deque.push(9);
-  deque.push(10);
-  std::int64_t top_after = 0;
-  CHECK(deque.take_oldest(out, 3, deque.end_index(), all, &top_after) == 3);  // 8, 9, 10
-  CHECK(deque.give_back_oldest(top_after, 2));  // 9 and 10: the oldest again, in order
-  CHECK(deque.steal() == 9);
-  CHECK(deque.steal() == 10);
-  CHECK(deque.take_oldest(out, 8, deque.end_index(), all, &top_after) == 0);
-  deque.push(8);
-  CHECK(deque.take_oldest(out, 1, deque.end_index(), all, &top_after) == 1);
-  CHECK(deque.steal() == std::nullopt);
-  CHECK_FALSE(deque.give_back_oldest(top_after + 1, 1));  // top is not where the take left it
-  CHECK(deque.give_back_oldest(top_after, 1));
   CHECK(deque.steal() == 8);
   CHECK(deque.empty());
   deque.push(9);  // the indices still line up
   CHECK(deque.pop() == 9);
 }
 
-TEST_CASE("deque stress: the owner takes runs of its oldest items, and gives some back, while thieves steal" * doctest::test_suite("stress")) {
+TEST_CASE("deque stress: the owner takes runs of its oldest items while thieves steal" * doctest::test_suite("stress")) {
   using take_answer = work_stealing_deque<int>::oldest_take;
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
     race_thieves(100'000, [](work_stealing_deque<int>& deque, int i, auto take) {
       if (i % 7 != 6) return;
       int run[16];
-      std::int64_t top_after = 0;
       std::int64_t got = deque.take_oldest(run, 1 + i % 16, deque.end_index(),
-                                           [](std::int64_t, int) { return take_answer::take; }, &top_after);
-      // Now and then the newer half goes back (unless a thief moved top meanwhile).
-      if (got > 1 && i % 2 == 0 && deque.give_back_oldest(top_after, got / 2)) got -= got / 2;
+                                           [](std::int64_t, int) { return take_answer::take; });
       for (std::int64_t k = 0; k < got; ++k) {
         if (k > 0) CHECK(run[k] == run[k - 1] + 1);  // a run, oldest first, with no gap
         take(run[k]);

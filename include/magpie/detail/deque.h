@@ -181,10 +181,8 @@ class work_stealing_deque {
   // its own unless a thief moves top first, which fails the CAS (the run is then read again
   // from the new oldest item). Races the thieves.
   enum class oldest_take { stop, take, take_and_stop };
-  // `top_after`, if given, receives where top stood after the take (for give_back_oldest).
   template <class Wanted>
-  std::int64_t take_oldest(T* out, std::int64_t room, std::int64_t end, Wanted&& wanted,
-                           std::int64_t* top_after = nullptr) {
+  std::int64_t take_oldest(T* out, std::int64_t room, std::int64_t end, Wanted&& wanted) {
     check_owner("take_oldest");
     ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
     end = std::min(end, bottom_.load(std::memory_order_relaxed));  // relaxed: only the owner writes bottom
@@ -201,25 +199,9 @@ class work_stealing_deque {
       if (taken == 0) return 0;
       if (top_.compare_exchange_strong(t, t + taken, std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {  // relaxed: a thief moved top; `t` is where it left it
-        if (top_after != nullptr) *top_after = t + taken;
         return taken;
       }
     }
-  }
-
-  // give_back_oldest makes the newest `count` items of the owner's last take_oldest (which
-  // left top at `top_after`) the oldest items again, in their order, when no thief has moved
-  // top since; false, and nothing given back, otherwise (the caller keeps them). The owner
-  // takes a run before it can look at what the items are (a thief may have taken and freed
-  // one it merely read), and gives back what it must not run yet. Owner thread only, with no
-  // push between the take and this (so the slots still hold those items). Top moves back,
-  // but a thief's CAS that expects a top it read before still takes, if it succeeds, the item
-  // it read then: a slot is rewritten only once top has passed it.
-  bool give_back_oldest(std::int64_t top_after, std::int64_t count) {
-    check_owner("give_back_oldest");
-    // relaxed on failure: a thief moved top, and the items stay ours
-    return top_.compare_exchange_strong(top_after, top_after - count, std::memory_order_seq_cst,
-                                        std::memory_order_relaxed);
   }
 
   // end_index is one past the newest item's index: items pushed later lie at or above it
