@@ -1262,9 +1262,11 @@ TEST_CASE("wait: wait_all goes on past a handle a body emptied at the start of t
   for (int mode = 0; mode < 3; ++mode) {  // plain main, attached, beneath a worker's body
     CAPTURE(mode);
     no_leaks leaks;
-    scheduler pool(test::options_with(mode == 2 ? 1 : 0));
+    scheduler_options options = test::options_with(mode == 2 ? 1 : 0);
+    options.background_workers = 0;  // one pool thread at most: the bodies touch `handles`
+    scheduler pool(options);
     if (mode == 1) pool.attach(named_thread::game);
-    int ran = 0;
+    std::atomic<int> ran{0};
     auto waits_for_batch = [&pool, &ran] {
       std::vector<task<>> handles(4);
       handles[0] = pool.launch("empties a later handle", [&handles, &ran] { ++ran, handles[2] = task<>(); });
@@ -1278,7 +1280,15 @@ TEST_CASE("wait: wait_all goes on past a handle a body emptied at the start of t
       wait_all(std::vector<task<>>{between});
     };
     if (mode == 2) {
-      pool.launch("outer", waits_for_batch).wait();
+      // On the worker alone: this thread waits only once the worker has taken it (a wait
+      // before would take it back and run it here, beside the worker).
+      std::atomic<bool> started{false};
+      task<> outer = pool.launch("outer", [&] {
+        started.store(true);
+        waits_for_batch();
+      });
+      while (!started.load()) std::this_thread::yield();
+      outer.wait();
     } else {
       waits_for_batch();
     }
