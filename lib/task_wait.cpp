@@ -311,13 +311,13 @@ constexpr std::size_t run_limit = 64;
 // instructions of the wait before). The run stops at the oldest entry of another type, which
 // goes back at the newest end and then waits as before (run_queued_before): a task launched
 // elsewhere in the code, run earlier than its wait asks, may wait for what the waiting
-// thread or a newer task does — an event main triggers later, a pipe to drain, a limiter, a
-// task_group to join — and Unreal would have run it at its launch, before any of that
-// existed (reviews found each of these hanging; docs/scheduler.md lists what stays). Beneath a body the rule
-// would be unsound even within a type: an entry launched after that body's task may wait
-// for it to complete. wait_all goes further: it takes its own handles oldest first
-// (take_oldest_run), whatever their types, when its range starts at the deque's oldest end
-// (waits_in_launch_order): it waits for all of them anyway.
+// thread or a newer task does (an event main triggers later, a pipe to drain, a limiter, a
+// task_group to join), where Unreal would have run it at its launch, before any of that
+// existed; reviews found each of these hanging, and docs/scheduler.md lists what stays.
+// Beneath a body the rule would be unsound even within a type: an entry launched after that
+// body's task may wait for it to complete. wait_all goes further: it takes its own handles
+// oldest first (take_oldest_run), whatever their types, when its range starts at the
+// deque's oldest end (waits_in_launch_order), since it waits for all of them anyway.
 
 // at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
 // out of the queues (thread_context::holding). (A task_group child run by its joiner leaves

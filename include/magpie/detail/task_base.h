@@ -270,9 +270,9 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept;
 
-// waits_in_launch_order says whether this thread's waits for `task` run what it queued in
-// launch order (its scheduler has no workers, and nothing of magpie's is on this thread's
-// stack: lib/task_wait.cpp), so that wait_all hands its range over oldest first.
+// waits_in_launch_order says whether wait_all should hand over a range that starts with
+// `task` oldest first: its scheduler has no workers, nothing of magpie's is on this thread's
+// stack, and `task` is the oldest entry of this thread's deque (lib/task_wait.cpp).
 bool waits_in_launch_order(const task_base* task) noexcept;
 
 // try_retract_and_execute runs `task` (after its prerequisites) on this thread if it has
