@@ -308,12 +308,13 @@ constexpr std::size_t run_limit = 64;
 // handler) that lie below it on this thread's deque, oldest first. So a batch launched in a
 // loop and waited for in any order runs in launch order, in the order it lies in memory (a
 // task claimed out of the middle of the deque paid a whole memory latency behind the locked
-// instructions of the wait before). The run stops at the oldest entry of another type, which
-// goes back at the newest end and then waits as before (run_queued_before): a task launched
-// elsewhere in the code, run earlier than its wait asks, may wait for what the waiting
-// thread or a newer task does (an event main triggers later, a pipe to drain, a limiter, a
-// task_group to join), where Unreal would have run it at its launch, before any of that
-// existed; reviews found each of these hanging, and docs/scheduler.md lists what stays.
+// instructions of the wait before). Entries of other types are not run: each goes back at
+// the newest end and waits as before (run_queued_before), and one met first stops the run.
+// A task launched elsewhere in the code, run earlier than its wait asks, may wait for what
+// the waiting thread or a newer task does (an event main triggers later, a pipe to drain,
+// a limiter, a task_group to join), where Unreal would have run it at its launch, before
+// any of that existed; reviews found each of these hanging, and docs/scheduler.md lists
+// what stays.
 // Beneath a body the rule would be unsound even within a type: an entry launched after that
 // body's task may wait for it to complete. wait_all goes further: it takes its own handles
 // oldest first (take_oldest_run), whatever their types, when its range starts at the
@@ -338,41 +339,51 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 
 // run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
 // below it when this call began, oldest first, up to `task` if it is among them (then what
-// run_taken_back says of it); nothing when it was not. It stops at the oldest entry of
-// another type (see "Launch order without workers"), and once `deadline` (if any) has
-// passed. One at a time: an entry's type can be read only once it is ours (a thief may
-// have taken and freed it), so an entry of another type is taken, then put back, at the
-// newest end (the oldest belongs to the thieves), where it runs when waited for or helped.
-// `ran_any` says whether it ran anything.
+// run_taken_back says of it); nothing when it was not. An entry of another type is taken,
+// then put back at the newest end (the oldest belongs to the thieves), where it runs when
+// waited for or helped; the run goes on past it, unless it was the first entry met (see
+// "Launch order without workers"). An entry's type can be read only once it is ours (a
+// thief may have taken and freed it), so entries are taken in batches, one CAS each, which
+// start at one and double while every entry in them was of the task's type: the entry that
+// stops the run comes alone, and no batch holds an entry newer than the task. Under a
+// `deadline` batches stay at one, and the run stops once it has passed. `ran_any` says
+// whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
   const work_item::handler_fn tasks_handler = task->handler;
   using take = work_stealing_deque<work_item*>::oldest_take;
-  std::optional<bool> ran;
-  while (!ran) {
-    if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) break;
-    work_item* oldest = nullptr;
-    if (own->take_oldest(&oldest, 1, end, [](std::int64_t, work_item*) { return take::take; }) == 0) break;
-    if (oldest != task && oldest->handler != tasks_handler) {
-      own->push(oldest);
-      break;
+  auto up_to_task = [task](std::int64_t, work_item* item) { return item == task ? take::take_and_stop : take::take; };
+  work_item* batch[run_limit];
+  std::int64_t room = 1;
+  for (;;) {
+    if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
+    const std::int64_t taken = own->take_oldest(batch, room, end, up_to_task);
+    if (taken == 0) return std::nullopt;
+    bool all_of_type = true;
+    for (std::int64_t i = 0; i < taken; ++i) {
+      work_item* item = batch[i];
+      if (item != task && item->handler != tasks_handler) {
+        own->push(item);
+        if (!ran_any) return std::nullopt;  // (room is 1: nothing else was taken)
+        all_of_type = false;
+        continue;
+      }
+      ran_any = true;
+      auto* each = static_cast<task_base*>(item);
+      if (each == task) return run_taken_back(task, 0, nullptr);  // the batch's last; the wait holds it: see wait()
+      if (i + 1 < taken || !own->empty()) {
+        run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
+      } else {
+        // The last one queued (a chain's next link, readied by the one before): its handler
+        // runs what its completion readies at once (the chain's hop), where a task finished
+        // open would queue it for the next look.
+        each->handler(each, work_action::run);
+      }
     }
-    ran_any = true;
-    auto* each = static_cast<task_base*>(oldest);
-    if (each == task) {
-      ran = run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
-    } else if (!own->empty()) {
-      run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
-    } else {
-      // The last one queued (a chain's next link, readied by the one before): its handler
-      // runs what its completion readies at once (the chain's hop), where a task finished
-      // open would queue it for the next look.
-      each->handler(each, work_action::run);
-    }
+    room = all_of_type && taken == room && deadline == nullptr ? std::min<std::int64_t>(2 * room, run_limit) : 1;
   }
-  return ran;
 }
 
 // run_in_launch_order is wait's step in launch order (above) for `task`, whose scheduler has

@@ -1187,6 +1187,50 @@ TEST_CASE("wait: with no workers, a wait does not run an older task of another t
   }
 }
 
+// Entries are taken in batches that double while they hold only the task's type: tasks of
+// other types scattered among them go back at the newest end, unrun, and the run goes on
+// past them, whatever the batch size; an entry of another type met first stops it.
+TEST_CASE("wait: with no workers, a wait's run in launch order passes over tasks of other types") {
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    std::vector<int> ran;
+    std::vector<task<>> parts;
+    std::vector<task<>> others;
+    for (int i = 0; i < 300; ++i) {
+      parts.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
+      if (i == 10 || i == 11 || i == 40 || i == 41 || i == 42 || i == 200) {
+        others.push_back(pool.launch("other", [&ran] { ran.push_back(-1); }));
+      }
+    }
+    parts[250].wait();
+    REQUIRE(ran.size() == 251);
+    for (std::size_t i = 0; i < ran.size(); ++i) CHECK(ran[i] == static_cast<int>(i));
+    for (const task<>& other : others) CHECK_FALSE(other.is_completed());
+    parts[299].wait();
+    CHECK(ran.size() == 300);
+    CHECK(ran.back() == 299);
+    for (const task<>& other : others) CHECK_FALSE(other.is_completed());
+    CHECK(wait_all(others, std::chrono::seconds(30)));
+    CHECK(ran.size() == 306);
+
+    // Another type at the oldest end: the wait runs its own task only.
+    ran.clear();
+    task<> first = pool.launch("other", [&ran] { ran.push_back(-1); });
+    parts.clear();
+    for (int i = 0; i < 10; ++i) parts.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
+    parts[5].wait();
+    CHECK(ran == std::vector<int>{5});
+    CHECK_FALSE(first.is_completed());
+    CHECK(wait_all(parts, std::chrono::seconds(30)));
+    first.wait();
+    CHECK(ran.size() == 11);
+    if (attached) pool.detach();
+  }
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with
