@@ -342,7 +342,7 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 // run_taken_back says of it); nothing when it was not. An entry of another type is taken,
 // then put back at the newest end (the oldest belongs to the thieves), where it runs when
 // waited for or helped; the run goes on past it, unless it was the first entry met (see
-// "Launch order without workers"). An entry's type can be read only once it is ours (a
+// "Launch order without workers"). A stale entry of another type (is_stale_task) is dropped. An entry's type can be read only once it is ours (a
 // thief may have taken and freed it), so entries are taken in batches, one CAS each, which
 // start at one and double while every entry in them was of the task's type: the entry that
 // stops the run comes alone, and no batch holds an entry newer than the task. Under a
@@ -365,9 +365,20 @@ std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_
     for (std::int64_t i = 0; i < taken; ++i) {
       work_item* item = batch[i];
       if (item != task && item->handler != tasks_handler) {
-        own->push(item);
-        if (!ran_any) return std::nullopt;  // (room is 1: nothing else was taken)
         all_of_type = false;
+        if (is_stale_task(item)) {  // a task this thread claimed past its entry: dropped, not passed over
+          if (stale_left != 0) --stale_left;
+          release(static_cast<task_base*>(item));  // the queue's reference, as trim_stale
+          continue;
+        }
+        if (!ran_any) {  // met first: the run stops (with batches at one until a task ran, nothing else was taken)
+          // The task, if newest, is taken back before the entry goes on top of it.
+          bool task_taken = own->pop_if(task);
+          for (; i < taken; ++i) own->push(batch[i]);
+          if (task_taken) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+          return std::nullopt;
+        }
+        own->push(item);
         continue;
       }
       ran_any = true;

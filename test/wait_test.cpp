@@ -1231,6 +1231,36 @@ TEST_CASE("wait: with no workers, a wait's run in launch order passes over tasks
   }
 }
 
+// Entries this thread left stale (tasks it claimed past their entries) are dropped where the
+// run meets them, even first, and the run goes on; a live entry of another type met first
+// still stops it, and whatever else the run took goes back (no entry lost: no_leaks).
+TEST_CASE("wait: with no workers, a wait's run in launch order drops stale entries of other types") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::vector<int> ran;
+  std::vector<task<>> thirds;
+  for (int i = 0; i < 4; ++i) thirds.push_back(pool.launch("third", [&ran] { ran.push_back(-3); }));
+  std::vector<task<>> others;
+  for (int i = 0; i < 4; ++i) others.push_back(pool.launch("other", [&ran] { ran.push_back(-1); }));
+  task<> fourth = pool.launch("fourth", [&ran] { ran.push_back(-4); });
+  std::vector<task<>> parts;
+  for (int i = 0; i < 10; ++i) parts.push_back(pool.launch("part", [&ran, i] { ran.push_back(i); }));
+  // Newest first: each wait meets a "third" first, which goes on top; its task, neither end
+  // of the deque, is claimed where it lies, so the first three leave stale entries.
+  for (int i = 3; i >= 0; --i) others[static_cast<std::size_t>(i)].wait();
+  CHECK(ran == std::vector<int>{-1, -1, -1, -1});
+  ran.clear();
+  parts[5].wait();  // the three stale entries dropped; "fourth" stops the run
+  CHECK(ran == std::vector<int>{5});
+  CHECK_FALSE(fourth.is_completed());
+  fourth.wait();  // the newest, though "part" lies first: taken back
+  CHECK(ran == std::vector<int>{5, -4});
+  CHECK(wait_all(parts, std::chrono::seconds(30)));
+  CHECK(wait_all(thirds, std::chrono::seconds(30)));
+  CHECK(ran.size() == 2 + 9 + 4);
+  CHECK_FALSE(pool.try_run_one());
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with
