@@ -1,5 +1,6 @@
 // The scheduler's workers: finding work, parking, standby workers, shutdown.
 // Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
+#include "held_runs.h"
 #include "scheduler_impl.h"
 #include "task_census.h"
 #include "trace_buffers.h"
@@ -756,6 +757,7 @@ bool scheduler::try_run_one() {
   thread_context& context = this_thread_context();
   constexpr unsigned max_help_depth = 64;  // helping inside helping grows the stack
   if (context.helping >= max_help_depth) return false;
+  detail::spill_held_runs();  // what this thread holds aside is work to find too
   worker* self = context.owner == impl_.get() ? context.self : nullptr;
   work_item* item = self != nullptr ? impl_->find_work(self) : impl_->find_work_as_helper();
   if (item == nullptr) return false;
@@ -775,6 +777,7 @@ scheduler& default_scheduler() {
 // --- blocking_scope -----------------------------------------------------------------
 
 blocking_scope::blocking_scope() : pool_(nullptr) {
+  detail::spill_held_runs();  // others may need what this thread holds aside to unblock it
   thread_context& context = this_thread_context();
   if (context.self == nullptr || context.owner == nullptr) return;
   standby_pool& pool = context.owner->standby[index_of(context.self->kind)];

@@ -1,4 +1,5 @@
 // Fork-join: spawning task_group children and joining them (include/magpie/task_group.h).
+#include "held_runs.h"
 #include "scheduler_impl.h"
 
 #include <magpie/detail/task_base.h>
@@ -140,6 +141,7 @@ void task_group::child_done() noexcept {
 
 bool task_group::help(int joiner_depth) noexcept {
   if (joiner_depth >= max_foreign_depth) return false;
+  detail::spill_held_runs();  // a child may lie among what this thread holds aside
   thread_context& context = this_thread_context();
   worker* self = context.owner == owner_ ? context.self : nullptr;
   work_item* item = nullptr;

@@ -1,5 +1,6 @@
 // Waiting for a task (DESIGN §2 "Waiting"): deep retraction, a brief spin, then a block
 // that retries retraction whenever the task is scheduled.
+#include "held_runs.h"
 #include "task_internal.h"
 
 #include <magpie/diagnostics.h>
@@ -64,6 +65,7 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 // wait for that one, which cannot go on until it returns (docs/scheduler.md, "Waiting
 // inside a task"). Returns whether it ran something. `owner` is pinned by the caller.
 bool help(const task_base* task, scheduler::impl* owner) noexcept {
+  spill_held_runs();  // what this thread holds aside is work to find too (lib/held_runs.h)
   const thread_context& context = this_thread_context();
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
     return owner->run_one_named_item(task->target >> 2u);
@@ -330,11 +332,13 @@ bool at_top_level() noexcept {
 }
 
 // in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
-// order (above). `owner` is this thread's scheduler or pinned.
+// order (above). `owner` is this thread's scheduler or pinned. Not after a held run was
+// spilled, until this thread's wait_alls return (lib/held_runs.h): its entries went back
+// on top of newer ones.
 bool in_launch_order_here(const scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
   bool no_workers = context.owner == owner ? context.self == nullptr && !context.wakes_workers : owner->workers.empty();
-  return no_workers && at_top_level();
+  return no_workers && at_top_level() && !spilled_in_wait_all;
 }
 
 // run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
@@ -342,58 +346,49 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 // run_taken_back says of it); nothing when it was not. An entry of another type is taken,
 // then put back at the newest end (the oldest belongs to the thieves), where it runs when
 // waited for or helped; the run goes on past it, unless it was the first entry met (see
-// "Launch order without workers"). A stale entry of another type (is_stale_task) is dropped. An entry's type can be read only once it is ours (a
-// thief may have taken and freed it), so entries are taken in batches, one CAS each, which
-// start at one and double while every entry in them was of the task's type: the entry that
-// stops the run comes alone, and no batch holds an entry newer than the task. Under a
-// `deadline` batches stay at one, and the run stops once it has passed. `ran_any` says
-// whether it ran anything.
+// "Launch order without workers"). A stale entry of another type (is_stale_task) is dropped.
+// One entry per CAS: an entry's type can be read only once it is ours (a thief may have
+// taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
+// before them run, from a body that helps (try_run_one, a task_group's join) and from a
+// helping thread that would steal them (a review found each hanging). The run stops once
+// `deadline` (if any) has passed. `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
   const work_item::handler_fn tasks_handler = task->handler;
   using take = work_stealing_deque<work_item*>::oldest_take;
-  auto up_to_task = [task](std::int64_t, work_item* item) { return item == task ? take::take_and_stop : take::take; };
-  work_item* batch[run_limit];
-  std::int64_t room = 1;
+  auto one = [](std::int64_t, work_item*) { return take::take_and_stop; };
   for (;;) {
     if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
-    const std::int64_t taken = own->take_oldest(batch, room, end, up_to_task);
-    if (taken == 0) return std::nullopt;
-    bool all_of_type = true;
-    for (std::int64_t i = 0; i < taken; ++i) {
-      work_item* item = batch[i];
-      if (item != task && item->handler != tasks_handler) {
-        all_of_type = false;
-        if (is_stale_task(item)) {  // a task this thread claimed past its entry: dropped, not passed over
-          if (stale_left != 0) --stale_left;
-          release(static_cast<task_base*>(item));  // the queue's reference, as trim_stale
-          continue;
-        }
-        if (!ran_any) {  // met first: the run stops (with batches at one until a task ran, nothing else was taken)
-          // The task, if newest, is taken back before the entry goes on top of it.
-          bool task_taken = own->pop_if(task);
-          for (; i < taken; ++i) own->push(batch[i]);
-          if (task_taken) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
-          return std::nullopt;
-        }
-        own->push(item);
+    work_item* item = nullptr;
+    if (own->take_oldest(&item, 1, end, one) == 0) return std::nullopt;
+    if (item != task && item->handler != tasks_handler) {
+      if (is_stale_task(item)) {  // a task this thread claimed past its entry: dropped, not passed over
+        if (stale_left != 0) --stale_left;
+        release(static_cast<task_base*>(item));  // the queue's reference, as trim_stale
         continue;
       }
-      ran_any = true;
-      auto* each = static_cast<task_base*>(item);
-      if (each == task) return run_taken_back(task, 0, nullptr);  // the batch's last; the wait holds it: see wait()
-      if (i + 1 < taken || !own->empty()) {
-        run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
-      } else {
-        // The last one queued (a chain's next link, readied by the one before): its handler
-        // runs what its completion readies at once (the chain's hop), where a task finished
-        // open would queue it for the next look.
-        each->handler(each, work_action::run);
+      if (!ran_any) {  // met first: the run stops; the task, if newest, is taken back before the entry goes on top of it
+        bool task_taken = own->pop_if(task);
+        own->push(item);
+        if (task_taken) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+        return std::nullopt;
       }
+      own->push(item);
+      continue;
     }
-    room = all_of_type && taken == room && deadline == nullptr ? std::min<std::int64_t>(2 * room, run_limit) : 1;
+    ran_any = true;
+    auto* each = static_cast<task_base*>(item);
+    if (each == task) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
+    if (!own->empty()) {
+      run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
+    } else {
+      // The last one queued (a chain's next link, readied by the one before): its handler
+      // runs what its completion readies at once (the chain's hop), where a task finished
+      // open would queue it for the next look.
+      each->handler(each, work_action::run);
+    }
   }
 }
 
@@ -444,10 +439,12 @@ std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* con
   return run;
 }
 
-// take_back_and_run takes back a run of `handles` and runs it here; returns how many: with
-// no workers the oldest run, when the range comes oldest first from the deque's oldest end
-// (take_oldest_run, waits_in_launch_order); else the newest (take_back_run). A thread of no scheduler looks on the
-// deque lent to it by the first task's scheduler, pinned while it runs them.
+// take_back_and_run takes back a run of `handles` and runs it here; returns how many were
+// taken: with no workers the oldest run, when the range comes oldest first from the deque's
+// oldest end (take_oldest_run, waits_in_launch_order); else the newest (take_back_run). A
+// thread of no scheduler looks on the deque lent to it by the first task's scheduler,
+// pinned while it runs them. The run is held aside (lib/held_runs.h): a body that helps or
+// blocks puts back what has not begun.
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
   task_base* taken[run_limit];
   std::size_t run = 0;
@@ -456,16 +453,26 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
     std::size_t oldest = in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken) : 0;
     return oldest != 0 ? oldest : take_back_run(own, handles, count, taken);
   };
+  // Run one by one, held aside (lib/held_runs.h): helping or blocking in a body spills the
+  // rest, which the caller then waits for one by one.
+  auto run_held = [&](work_stealing_deque<work_item*>* own, scheduler::impl* owner) {
+    work_item* items[run_limit];
+    std::copy(taken, taken + run, items);
+    held_run held(items, run, own, owner);
+    for (std::size_t i = 0; held.next(i);) run_taken_back(taken[i], 0, handles[i]);
+  };
   const thread_context& context = this_thread_context();
   if (context.owner != nullptr) {
     if (context.owner != owner_of(*handles[0])) return 0;  // another scheduler's task: not on this deque
     run = take_run(context.deque, context.owner);
-    for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
+    if (run != 0) run_held(context.deque, context.owner);
     return run;
   }
   scheduler_pin pin((*handles[0])->owner_index);
-  if (scheduler::impl* owner = pin.get()) run = take_run(owner->borrowed_deque(), owner);
-  for (std::size_t i = 0; i < run; ++i) run_taken_back(taken[i], 0, handles[i]);
+  if (scheduler::impl* owner = pin.get()) {
+    run = take_run(owner->borrowed_deque(), owner);
+    if (run != 0) run_held(owner->borrowed_deque(), owner);
+  }
   return run;
 }
 
@@ -673,8 +680,23 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   }
 }
 
+namespace {
+
+// wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
+// (spilled_in_wait_all) ends when the last of them returns: every entry a held run
+// spills is one of their handles, and by then each is complete.
+constinit thread_local unsigned wait_all_depth = 0;
+
+}  // namespace
+
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept {
+  struct depth_scope {
+    depth_scope() noexcept { ++wait_all_depth; }
+    ~depth_scope() {
+      if (--wait_all_depth == 0) spilled_in_wait_all = false;
+    }
+  } in_wait_all;
   std::size_t next = 0;
   bool runs_likely = true;  // until a look finds none: then the rest go one by one
   while (next < count) {

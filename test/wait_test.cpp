@@ -1261,6 +1261,78 @@ TEST_CASE("wait: with no workers, a wait's run in launch order drops stale entri
   CHECK_FALSE(pool.try_run_one());
 }
 
+// What a wait runs in launch order is never hidden from whoever looks for work meanwhile:
+// wait_all takes runs of its handles off the deque at once (lib/held_runs.h), and a body
+// that helps or blocks puts the rest back first. A review found each of these hanging while
+// the rest was held aside: a body helping until a later task sets a flag, a join whose
+// child lies later in the run, an event a later task triggers, run by a helping thread.
+TEST_CASE("wait: with no workers, tasks a wait has taken but not begun stay visible to helpers") {
+  for (bool all : {false, true}) {
+    CAPTURE(all);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    auto wait_for = [all](std::vector<task<>>& tasks) {
+      if (all) {
+        CHECK(wait_all(tasks, std::chrono::seconds(30)));
+      } else {  // newest first: the first wait runs the rest in launch order
+        for (auto each = tasks.rbegin(); each != tasks.rend(); ++each) CHECK(each->wait(std::chrono::seconds(30)));
+      }
+    };
+    SUBCASE("a body helps until a later task sets a flag") {
+      std::atomic<bool> flag{false};
+      std::atomic<bool> saw_flag{false};
+      std::vector<task<>> parts;
+      for (int i = 0; i < 8; ++i) {
+        parts.push_back(pool.launch("part", [&pool, &flag, &saw_flag, i] {
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          while (i == 1 && !flag.load() && std::chrono::steady_clock::now() < give_up) pool.try_run_one();
+          if (i == 1) saw_flag = flag.load();
+          if (i == 2) flag = true;
+        }));
+      }
+      wait_for(parts);
+      CHECK(saw_flag.load());
+    }
+    SUBCASE("a body joins a task_group whose child was launched after it") {
+      task_group group(pool);
+      std::atomic<bool> child_ran{false};
+      auto launch_part = [&pool, &group](int i) { return pool.launch("part", [&group, i] { if (i == 3) group.wait(); }); };
+      std::vector<task<>> parts;
+      for (int i = 0; i < 4; ++i) parts.push_back(launch_part(i));
+      group.run([&child_ran] { child_ran = true; });
+      for (int i = 4; i < 8; ++i) parts.push_back(launch_part(i));
+      wait_for(parts);
+      CHECK(child_ran.load());
+    }
+    SUBCASE("a body waits for an event a later task triggers, which a helping thread runs") {
+      task_event event("triggered by a later task", pool);
+      std::atomic<bool> waiting{false};
+      std::atomic<bool> stop{false};
+      std::atomic<bool> saw_trigger{false};
+      std::vector<task<>> parts;
+      for (int i = 0; i < 8; ++i) {
+        parts.push_back(pool.launch("part", [&, i] {
+          if (i == 1) {
+            waiting = true;
+            saw_trigger = event.wait(std::chrono::seconds(30));
+          }
+          if (i == 2) event.trigger();
+        }));
+      }
+      std::thread helper([&] {
+        while (!waiting.load()) std::this_thread::yield();
+        while (!stop.load()) {
+          if (!pool.try_run_one()) std::this_thread::yield();
+        }
+      });
+      wait_for(parts);
+      stop = true;
+      helper.join();
+      CHECK(saw_trigger.load());
+    }
+  }
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with

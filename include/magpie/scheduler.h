@@ -215,7 +215,8 @@ class scheduler {
 // blocking_scope brackets a blocking call made on a worker thread: while it lives, a
 // standby worker takes the blocked worker's place (up to the cap, whose reaching is
 // reported; past it, a standby runs only when every thread of the pool is blocked, so the
-// pool narrows but never stops). Elsewhere it does nothing.
+// pool narrows but never stops). On any thread, it first puts back on the queues the tasks
+// a wait_all of this thread took and has not begun yet, so that others can run them.
 //
 //   { magpie::blocking_scope blocked; event.wait(); }
 class blocking_scope {

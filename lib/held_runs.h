@@ -1,0 +1,70 @@
+// Private to lib/: runs of queue entries a thread took off its own deque at once and runs
+// one by one (wait_all takes up to 64 with one CAS or one fence: lib/task_wait.cpp).
+//
+// While one body of such a run executes, the entries after it are out of every queue: no
+// helper, worker or steal can find them. A body that helps (try_run_one, a task_group's
+// join) or blocks (anything in a blocking_scope: waits, joins, pipes) may need one of them
+// to go on: a body spinning on try_run_one for a flag a later entry sets, a join whose
+// child lies later in the run, an event a later entry triggers while a helping thread
+// stands by to run it (a review found each hanging). So before this thread helps or
+// blocks, spill_held_runs puts every entry not yet begun back on the deque it came from, at
+// the newest end, where workers and helpers steal and this thread pops. There they lie
+// above newer entries, out of launch order: until this thread's last wait_all in progress
+// returns, its waits run only their own tasks (spilled_in_wait_all).
+//
+//   held_run held(items, count, deque, owner);
+//   for (std::size_t i; held.next(i);) run(items[i]);   // stops early once spilled
+#pragma once
+
+#include "scheduler_impl.h"
+
+#include <cstddef>
+
+namespace magpie::detail {
+
+class held_run {
+ public:
+  // held_run makes `items[0..count)`, taken off `deque`, this thread's deque of `owner`,
+  // this thread's innermost held run.
+  held_run(work_item* const* items, std::size_t count, work_stealing_deque<work_item*>* deque,
+           scheduler::impl* owner) noexcept;
+  ~held_run();
+  held_run(const held_run&) = delete;
+  held_run& operator=(const held_run&) = delete;
+
+  // next gives the index of the next entry to run; false once each was given or spilled.
+  bool next(std::size_t& index) noexcept {
+    if (next_ >= count_) return false;
+    index = next_++;
+    return true;
+  }
+
+ private:
+  friend void spill_held_runs_slowly() noexcept;
+
+  work_item* const* items_;
+  std::size_t next_ = 0;
+  std::size_t count_;
+  work_stealing_deque<work_item*>* deque_;
+  scheduler::impl* owner_;
+  held_run* outer_;
+};
+
+// innermost_held_run is this thread's newest held run, or nullptr.
+extern constinit thread_local held_run* innermost_held_run;
+
+// spilled_in_wait_all says that a run was spilled during this thread's wait_alls in
+// progress: until the last of them returns, its waits run only their own tasks (not in
+// launch order: lib/task_wait.cpp). Every entry a held run spills is one of their handles,
+// so by then each is complete.
+extern constinit thread_local bool spilled_in_wait_all;
+
+void spill_held_runs_slowly() noexcept;
+
+// spill_held_runs puts the entries of this thread's held runs not yet begun back on their
+// deques (see above). Called before helping or blocking.
+inline void spill_held_runs() noexcept {
+  if (innermost_held_run != nullptr) [[unlikely]] spill_held_runs_slowly();
+}
+
+}  // namespace magpie::detail
