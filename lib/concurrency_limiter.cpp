@@ -9,6 +9,7 @@
 // releaser sets its bit before it uncounts the slot, so a counted claimant always finds
 // one), and a thread that counted a queued piece as taken pops one from `queue` (a pusher
 // counts its piece only after it is in the queue).
+#include "held_runs.h"
 #include "task_internal.h"
 
 #include <magpie/concurrency_limiter.h>
@@ -95,6 +96,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
       std::uint32_t seen = unfinished_.fetch_or(waiter_sleeps) | waiter_sleeps;  // seq_cst: pairs with publish_runner's load
       if ((seen & count_mask) == 0) return true;
       if (has_published_runner() || has_claimable_queued()) continue;
+      spill_held_runs();  // it sleeps: a piece may need what this thread holds aside (lib/held_runs.h)
       if (forever) {
         std_atomics::wait(unfinished_, seen);
       } else {

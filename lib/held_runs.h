@@ -7,10 +7,13 @@
 // to go on: a body spinning on try_run_one for a flag a later entry sets, a join whose
 // child lies later in the run, an event a later entry triggers while a helping thread
 // stands by to run it (a review found each hanging). So before this thread helps or
-// blocks, spill_held_runs puts every entry not yet begun back on the deque it came from, at
-// the newest end, where workers and helpers steal and this thread pops. There they lie
-// above newer entries, out of launch order: until this thread's last wait_all in progress
-// returns, its waits run only their own tasks (spilled_in_wait_all).
+// blocks, spill_held_runs puts every entry not yet begun back on the deque it came from,
+// where workers and helpers steal and this thread pops: below what the bodies pushed since
+// the run was taken (a join pops its own child only while it is the newest entry: on top
+// of it, a later task of the run would be helped, nested inside the body it waits for; a
+// review found that hanging). They still lie above entries newer than the run where it
+// was taken from the oldest end: until this thread's last wait_all in progress returns,
+// its waits run only their own tasks (spilled_in_wait_all).
 //
 //   held_run held(items, count, deque, owner);
 //   for (std::size_t i; held.next(i);) run(items[i]);   // stops early once spilled
@@ -19,6 +22,7 @@
 #include "scheduler_impl.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace magpie::detail {
 
@@ -46,6 +50,7 @@ class held_run {
   std::size_t next_ = 0;
   std::size_t count_;
   work_stealing_deque<work_item*>* deque_;
+  std::int64_t base_;  // the deque's end when the run was taken: bodies push from here
   scheduler::impl* owner_;
   held_run* outer_;
 };

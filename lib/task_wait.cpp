@@ -413,7 +413,7 @@ std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::stea
 // returns how many (0 when fewer than two: a single task goes the ordinary way, through
 // retract).
 std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
-                          task_base** taken) noexcept {
+                          work_item** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
   // Each handle is read only once the one before matched: where the newest is not on top
   // (a graph's sink, waiting on its prerequisites) this costs one look, not a run's worth.
@@ -428,15 +428,12 @@ std::size_t take_back_run(work_stealing_deque<work_item*>* own, task_base* const
 // for oldest first, in launch order: see in_launch_order_here), into `taken`; returns how
 // many (0 when fewer than two, as take_back_run).
 std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* const* const* handles, std::size_t count,
-                            task_base** taken) noexcept {
+                            work_item** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
   using take = work_stealing_deque<work_item*>::oldest_take;
-  work_item* items[run_limit];
-  auto run = static_cast<std::size_t>(own->take_oldest(
-      items, static_cast<std::int64_t>(std::min(count, run_limit)), own->end_index(),
+  return static_cast<std::size_t>(own->take_oldest(
+      taken, static_cast<std::int64_t>(std::min(count, run_limit)), own->end_index(),
       [handles](std::int64_t i, work_item* item) { return item == *handles[i] ? take::take : take::stop; }));
-  for (std::size_t i = 0; i < run; ++i) taken[i] = static_cast<task_base*>(items[i]);
-  return run;
 }
 
 // take_back_and_run takes back a run of `handles` and runs it here; returns how many were
@@ -444,36 +441,26 @@ std::size_t take_oldest_run(work_stealing_deque<work_item*>* own, task_base* con
 // oldest end (take_oldest_run, waits_in_launch_order); else the newest (take_back_run). A
 // thread of no scheduler looks on the deque lent to it by the first task's scheduler,
 // pinned while it runs them. The run is held aside (lib/held_runs.h): a body that helps or
-// blocks puts back what has not begun.
+// blocks puts back what has not begun, which the caller then waits for one by one.
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
-  task_base* taken[run_limit];
-  std::size_t run = 0;
+  work_item* taken[run_limit];  // the handles' tasks
   if (count < 2 || *handles[0] == nullptr) return 0;  // (a body run earlier may have emptied a handle)
-  auto take_run = [&](work_stealing_deque<work_item*>* own, const scheduler::impl* owner) {
-    std::size_t oldest = in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken) : 0;
-    return oldest != 0 ? oldest : take_back_run(own, handles, count, taken);
-  };
-  // Run one by one, held aside (lib/held_runs.h): helping or blocking in a body spills the
-  // rest, which the caller then waits for one by one.
-  auto run_held = [&](work_stealing_deque<work_item*>* own, scheduler::impl* owner) {
-    work_item* items[run_limit];
-    std::copy(taken, taken + run, items);
-    held_run held(items, run, own, owner);
-    for (std::size_t i = 0; held.next(i);) run_taken_back(taken[i], 0, handles[i]);
+  auto take_and_run = [&](work_stealing_deque<work_item*>* own, scheduler::impl* owner) -> std::size_t {
+    std::size_t run = in_launch_order_here(owner) ? take_oldest_run(own, handles, count, taken) : 0;
+    if (run == 0) run = take_back_run(own, handles, count, taken);
+    if (run == 0) return 0;
+    held_run held(taken, run, own, owner);
+    for (std::size_t i = 0; held.next(i);) run_taken_back(static_cast<task_base*>(taken[i]), 0, handles[i]);
+    return run;
   };
   const thread_context& context = this_thread_context();
   if (context.owner != nullptr) {
     if (context.owner != owner_of(*handles[0])) return 0;  // another scheduler's task: not on this deque
-    run = take_run(context.deque, context.owner);
-    if (run != 0) run_held(context.deque, context.owner);
-    return run;
+    return take_and_run(context.deque, context.owner);
   }
   scheduler_pin pin((*handles[0])->owner_index);
-  if (scheduler::impl* owner = pin.get()) {
-    run = take_run(owner->borrowed_deque(), owner);
-    if (run != 0) run_held(owner->borrowed_deque(), owner);
-  }
-  return run;
+  scheduler::impl* owner = pin.get();
+  return owner != nullptr ? take_and_run(owner->borrowed_deque(), owner) : 0;
 }
 
 // take_back_and_run_one takes `task` back, with the queue's reference, if it is the newest

@@ -146,6 +146,45 @@ TEST_CASE("concurrency_limiter: with no workers, a body launched before a piece 
   }
 }
 
+// A wait on a limiter whose pieces all run elsewhere sleeps: first it puts back the tasks a
+// wait_all of this thread holds aside (lib/held_runs.h), one of which the running piece
+// waits for (found by review: the wait slept its whole time-out while the task that
+// triggers the piece's event lay held aside by the thread asleep).
+TEST_CASE("concurrency_limiter: a wait that sleeps inside a wait_all's run puts the rest of the run back") {
+  no_leaks leaks;
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;  // the one worker runs the piece: nobody else could take the run
+  scheduler pool(options);
+  task_event event("triggered by a task of the run", pool);
+  {
+    task_concurrency_limiter limiter(1, priority::normal, pool);
+    std::atomic<bool> go{false};
+    std::atomic<bool> piece_started{false};
+    limiter.push("piece", [&](std::uint32_t) {
+      piece_started = true;
+      while (!go.load()) std::this_thread::yield();
+      event.wait();
+    });
+    while (!piece_started.load()) std::this_thread::yield();  // the worker runs the piece
+    std::thread other([&] { CHECK(limiter.wait(std::chrono::seconds(30))); });  // holds the runner, asleep
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::atomic<bool> emptied{false};
+    task<> filler = pool.launch("below the run", [] {});
+    std::vector<task<>> parts;
+    parts.push_back(pool.launch("triggers", [&event] { event.trigger(); }));
+    parts.push_back(pool.launch("waits for the limiter", [&] {
+      go = true;
+      emptied = limiter.wait(std::chrono::seconds(20));
+    }));
+    CHECK(wait_all(parts, std::chrono::seconds(30)));
+    CHECK(emptied.load());
+    event.trigger();
+    other.join();
+    filler.wait();
+  }
+}
+
 TEST_CASE("concurrency_limiter: a limiter destroyed before its work finished lets the work finish") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);

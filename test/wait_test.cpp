@@ -1333,6 +1333,38 @@ TEST_CASE("wait: with no workers, tasks a wait has taken but not begun stay visi
   }
 }
 
+// A spill puts the run's rest back below what the body launched since: a join pops its own
+// child only while it is the newest entry, and with a later task of the run on top it
+// helped that task, nested inside the body the task waits for (found by review: o1 waited
+// for o0, beneath it on the stack).
+TEST_CASE("wait: a body of a wait_all run that spills still joins its own task_group child first") {
+  for (unsigned workers : {0u, 1u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event unrelated("never triggered", pool);
+    task_event first_done("triggered by o0 after its join", pool);
+    std::atomic<bool> o1_saw_trigger{true};
+    auto launch_part = [&](int i) {
+      return pool.launch("part", [&, i] {
+        if (i == 0) {
+          task_group group(pool);
+          group.run([] {});
+          CHECK_FALSE(unrelated.wait(std::chrono::milliseconds(1)));  // helps or blocks: spills the run
+          group.wait();
+          first_done.trigger();
+        }
+        if (i == 1 && !first_done.wait(std::chrono::seconds(5))) o1_saw_trigger = false;
+      });
+    };
+    std::vector<task<>> parts;
+    for (int i = 0; i < 4; ++i) parts.push_back(launch_part(i));
+    CHECK(wait_all(parts, std::chrono::seconds(30)));
+    CHECK(o1_saw_trigger.load());
+    unrelated.trigger();
+  }
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with
