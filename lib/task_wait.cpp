@@ -350,8 +350,10 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 // One entry per CAS: an entry's type can be read only once it is ours (a thief may have
 // taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
 // before them run, from a body that helps (try_run_one, a task_group's join) and from a
-// helping thread that would steal them (a review found each hanging). The run stops once
-// `deadline` (if any) has passed. `ran_any` says whether it ran anything.
+// helping thread that would steal them (a review found each hanging). Held aside as
+// wait_all's runs are (lib/held_runs.h), a spill would put older tasks above newer ones for
+// later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
+// has passed. `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_item*>* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();

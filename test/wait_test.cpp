@@ -1187,9 +1187,8 @@ TEST_CASE("wait: with no workers, a wait does not run an older task of another t
   }
 }
 
-// Entries are taken in batches that double while they hold only the task's type: tasks of
-// other types scattered among them go back at the newest end, unrun, and the run goes on
-// past them, whatever the batch size; an entry of another type met first stops it.
+// Tasks of other types scattered among the task's own go back at the newest end, unrun, and
+// the run goes on past them, even two in a row; an entry of another type met first stops it.
 TEST_CASE("wait: with no workers, a wait's run in launch order passes over tasks of other types") {
   for (bool attached : {false, true}) {
     CAPTURE(attached);
