@@ -11,7 +11,9 @@
 // where workers and helpers steal and this thread pops: below what the bodies pushed since
 // the run was taken (a join pops its own child only while it is the newest entry: on top
 // of it, a later task of the run would be helped, nested inside the body it waits for; a
-// review found that hanging). They still lie above entries newer than the run where it
+// review found that hanging). The deque's low water (the lowest its end has been since the
+// run was taken) says where that begins: a body may pop below the end the run left, then
+// push there (a second review found the end alone too high). They still lie above entries newer than the run where it
 // was taken from the oldest end: until this thread's last wait_all in progress returns,
 // its waits run only their own tasks (spilled_in_wait_all).
 //
@@ -50,7 +52,7 @@ class held_run {
   std::size_t next_ = 0;
   std::size_t count_;
   work_stealing_deque<work_item*>* deque_;
-  std::int64_t base_;  // the deque's end when the run was taken: bodies push from here
+  std::int64_t outer_low_water_;  // the deque's low water before this run took it over
   scheduler::impl* owner_;
   held_run* outer_;
 };

@@ -1364,6 +1364,40 @@ TEST_CASE("wait: a body of a wait_all run that spills still joins its own task_g
   }
 }
 
+// The same when a body of the run first takes back a task from below where the run was
+// taken, and that task launches the child: the child lies below the run's old end, and the
+// spill must still put the run's rest beneath it (the deque's low water; found by review:
+// x1 was helped inside a's join, inside x0, and waited for a).
+TEST_CASE("wait: a task taken back below a wait_all's run still joins its own child first when the run spills") {
+  for (unsigned workers : {0u, 1u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event unrelated("never triggered", pool);
+    task_event a_done("triggered by a after its join", pool);
+    std::atomic<bool> a_joined{false};
+    std::atomic<bool> x1_saw_trigger{true};
+    task<> filler = pool.launch("below", [] {});
+    task<> a = pool.launch("a", [&] {
+      task_group group(pool);
+      group.run([] {});
+      CHECK_FALSE(unrelated.wait(std::chrono::milliseconds(1)));  // helps or blocks: spills the run
+      group.wait();
+      a_joined = true;
+      a_done.trigger();
+    });
+    task<> x1 = pool.launch("x1", [&] {
+      if (!a_joined.load() && !a_done.wait(std::chrono::seconds(5))) x1_saw_trigger = false;
+    });
+    task<> x0 = pool.launch("x0", [&a] { a.wait(); });
+    std::vector<task<>> parts{x1, x0};  // taken as a run, newest first, above a
+    CHECK(wait_all(parts, std::chrono::seconds(30)));
+    CHECK(x1_saw_trigger.load());
+    unrelated.trigger();
+    filler.wait();
+  }
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with

@@ -152,7 +152,10 @@ class work_stealing_deque {
     // top before we read t, so it takes an index no higher than t; from b up is ours.
     bottom_.store(b, std::memory_order_seq_cst);
     std::int64_t t = top_.load(std::memory_order_seq_cst);
-    if (t < b) return true;
+    if (t < b) {
+      low_water_ = std::min(low_water_, b);
+      return true;
+    }
     bottom_.store(b + count, std::memory_order_release);  // release: republishes the slots as push did
     return false;
   }
@@ -209,6 +212,12 @@ class work_stealing_deque {
   std::int64_t end_index() const {
     return bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
   }
+
+  // low_water is the lowest end_index since the owner last set it (set_low_water): every
+  // item pushed since lies at or above it. A thread that holds items aside puts them back
+  // below what it pushed meanwhile (lib/held_runs.h). Owner thread only.
+  std::int64_t low_water() const { return low_water_; }
+  void set_low_water(std::int64_t index) { low_water_ = index; }
 
   // steal removes the oldest item, or returns nothing when the deque is empty or another
   // thread won the race for that item. Any thread.
@@ -307,7 +316,9 @@ class work_stealing_deque {
                                               std::memory_order_relaxed);  // relaxed: on failure we read nothing more
       bottom_.store(b + 1, std::memory_order_release);  // release: republishes the slots as push did
       if (!won) return std::nullopt;
+      return item;
     }
+    low_water_ = std::min(low_water_, b);
     return item;
   }
 
@@ -338,6 +349,7 @@ class work_stealing_deque {
   atomic<ring*> current_{nullptr};
   std::vector<std::unique_ptr<ring>> rings_;  // owner-only; every ring ever used, freed with the deque
   std::int64_t top_seen_ = 0;                 // owner-only; a value top had, never above it
+  std::int64_t low_water_ = 0;                // owner-only; see low_water
 #if MAGPIE_DEBUG_CHECKS
   std::atomic<std::thread::id> owner_{};  // plain std::atomic under every policy: a debug aid, not part of the algorithm
 #endif
