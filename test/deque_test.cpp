@@ -186,6 +186,27 @@ TEST_CASE("deque: a run of the newest items is matched and popped at once, never
   CHECK(deque.steal() == std::nullopt);
 }
 
+TEST_CASE("deque: the low water is the lowest end since it was set: items pushed since lie at or above it") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 6; ++i) deque.push(i);
+  deque.set_low_water(deque.end_index());
+  CHECK(deque.low_water() == 6);
+  deque.push(6);
+  CHECK(deque.low_water() == 6);  // pushes never lower it
+  CHECK(deque.pop() == 6);
+  CHECK(deque.pop() == 5);
+  CHECK(deque.low_water() == 5);
+  deque.push(50);  // lands at index 5, at the low water
+  CHECK(deque.pop_newest(2));
+  CHECK(deque.low_water() == 4);
+  CHECK(deque.steal() == 0);  // thieves move the other end: no change
+  CHECK(deque.low_water() == 4);
+  deque.set_low_water(deque.end_index());
+  CHECK(deque.low_water() == 4);
+  CHECK(deque.pop() == 3);
+  CHECK(deque.low_water() == 3);
+}
+
 TEST_CASE("deque: popping an empty deque returns nothing and does not wrap the indices") {
   work_stealing_deque<int> deque;
   for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(deque.pop().has_value());
