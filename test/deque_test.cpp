@@ -205,6 +205,23 @@ TEST_CASE("deque: the low water is the lowest end since it was set: items pushed
   CHECK(deque.low_water() == 4);
   CHECK(deque.pop() == 3);
   CHECK(deque.low_water() == 3);
+
+  // A pop that puts the item back takes nothing: the low water stays (a join looking for
+  // its own child on top of a thread's deque does this).
+  deque.set_low_water(deque.end_index());
+  bool pushed_back = false;
+  CHECK_FALSE(deque.pop_matching([](int) { return false; }, pushed_back).has_value());
+  CHECK(pushed_back);
+  CHECK(deque.low_water() == deque.end_index());
+  // Also when the item was the last one, which the pop takes by moving top: it goes back one
+  // index higher, still below the low water.
+  while (deque.pop()) {
+  }
+  deque.push(7);
+  deque.set_low_water(deque.end_index());
+  CHECK_FALSE(deque.pop_matching([](int) { return false; }, pushed_back).has_value());
+  CHECK(deque.low_water() == deque.end_index());
+  CHECK(deque.pop() == 7);
 }
 
 TEST_CASE("deque: popping an empty deque returns nothing and does not wrap the indices") {

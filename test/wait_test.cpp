@@ -1398,6 +1398,56 @@ TEST_CASE("wait: a task taken back below a wait_all's run still joins its own ch
   }
 }
 
+// A join that finds another task on top puts it back; that look takes nothing, so a spill
+// must not lift that task, older than the run, above the run's rest (found by review: the
+// join then ran it nested inside the body it waits for).
+TEST_CASE("wait: a join's look at an older task does not lift it above a wait_all's run when the run spills") {
+  for (unsigned workers : {0u, 1u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler_options options;
+    options.workers = workers;
+    options.background_workers = 0;
+    scheduler pool(options);
+    task_event h0_done("triggered by h0 after its join", pool);
+    std::atomic<bool> h0_joined{false};
+    std::atomic<bool> flag{false};
+    std::atomic<bool> child_started{false};
+    std::atomic<bool> helper_done{false};
+    std::atomic<bool> older_saw_trigger{true};
+    std::thread helper;
+    task<> filler = pool.launch("below", [] {});
+    task<> older = pool.launch("older than the run", [&] {
+      if (!h0_joined.load() && !h0_done.wait(std::chrono::seconds(5))) older_saw_trigger = false;
+    });
+    task<> h1 = pool.launch("h1", [&] {
+      flag = true;
+      while (!helper_done.load()) std::this_thread::yield();  // until the group's child has finished
+    });
+    task<> h0 = pool.launch("h0", [&] {
+      task_group group(pool);
+      helper = std::thread([&] {  // another thread runs the child: the join finds only "older" on top
+        group.run([&] {
+          child_started = true;
+          while (!flag.load()) std::this_thread::yield();
+        });
+        while (!pool.try_run_one()) std::this_thread::yield();
+        helper_done = true;
+      });
+      while (!child_started.load()) std::this_thread::yield();
+      group.wait();  // puts "older" back after looking at it, then helps: spills
+      h0_joined = true;
+      h0_done.trigger();
+    });
+    std::vector<task<>> parts{h1, h0};
+    CHECK(wait_all(parts, std::chrono::seconds(30)));
+    older.wait();
+    filler.wait();
+    helper.join();
+    CHECK(older_saw_trigger.load());
+  }
+}
+
 // Unreal's no-threading mode runs each task at its launch, so a body may wait for what an
 // older task does. wait_all over a range that starts at the oldest end of the deque takes it
 // oldest first; taken newest first, the newer task ran first and waited for ever with

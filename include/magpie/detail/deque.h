@@ -91,9 +91,13 @@ class work_stealing_deque {
   template <class Wanted>
   std::optional<T> pop_matching(Wanted&& wanted, bool& pushed_back) {
     pushed_back = false;
+    const std::int64_t low_before = low_water_;
+    const std::int64_t end_before = end_index();
     std::optional<T> taken = pop();
     if (!taken || wanted(*taken)) return taken;
-    push(*taken);  // back where it was, at the bottom
+    push(*taken);  // back at the bottom (one index higher if the pop moved top instead)
+    // Nothing was taken: the low water stays, above the item if it was at the end before.
+    low_water_ = low_before == end_before ? end_index() : low_before;
     pushed_back = true;
     return std::nullopt;
   }
