@@ -13,9 +13,10 @@
 // of it, a later task of the run would be helped, nested inside the body it waits for; a
 // review found that hanging). The deque's low water (the lowest its end has been since the
 // run was taken) says where that begins: a body may pop below the end the run left, then
-// push there (a second review found the end alone too high). They still lie above entries newer than the run where it
-// was taken from the oldest end: until this thread's last wait_all in progress returns,
-// its waits run only their own tasks (spilled_in_wait_all).
+// push there (a later review found the end alone too high). The entries put back may still
+// lie above entries newer than the run, where it was taken from the oldest end: until this
+// thread's last wait_all in progress returns, its waits run only their own tasks
+// (spilled_in_wait_all).
 //
 //   held_run held(items, count, deque, owner);
 //   for (std::size_t i; held.next(i);) run(items[i]);   // stops early once spilled
