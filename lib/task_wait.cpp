@@ -371,7 +371,9 @@ std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_
         release(static_cast<task_base*>(item));  // the queue's reference, as trim_stale
         continue;
       }
-      if (!ran_any) {  // met first: the run stops; the task, if newest, is taken back before the entry goes on top of it
+      if (!ran_any) {
+        // Met first: the run stops. The task, if newest, is taken back before the entry goes
+        // on top of it.
         bool task_taken = own->pop_if(task);
         own->push(item);
         if (task_taken) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
@@ -673,7 +675,8 @@ namespace {
 
 // wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
 // (spilled_in_wait_all) ends when the last of them returns: every entry a held run
-// spills is one of their handles, and by then each is complete.
+// spills is one of their handles, and by then each is complete (unless a timed one gave
+// up first: what it left then runs in whatever order waits and helpers come to it).
 constinit thread_local unsigned wait_all_depth = 0;
 
 }  // namespace
