@@ -120,6 +120,13 @@ bool is_stale_task(work_item* item) noexcept {
   return false;
 }
 
+// drop_stale drops a stale entry this thread has taken off its deque: the queue's
+// reference goes, as run_queued would let it go for a task already begun.
+void drop_stale(work_item* item) noexcept {
+  if (stale_left != 0) --stale_left;
+  release(static_cast<task_base*>(item));
+}
+
 // trim_stale drops the stale entries on top of `own`, this thread's deque.
 void trim_stale(work_stealing_deque<work_item*>* own, scheduler::impl* owner) noexcept {
   bool dropped = false;
@@ -127,8 +134,7 @@ void trim_stale(work_stealing_deque<work_item*>* own, scheduler::impl* owner) no
   // Popped before it is looked at: once popped, the entry's reference is ours to read by.
   while (std::optional<work_item*> newest = own->pop_matching(is_stale_task, pushed_back)) {
     dropped = true;
-    if (stale_left != 0) --stale_left;
-    release(static_cast<task_base*>(*newest));  // the queue's reference, as run_queued would
+    drop_stale(*newest);
   }
   // A worker that looked while the entry was out may have parked: the entry needs the
   // wake-up its launch gave (found by the task-graph fuzzer: a ready task stranded beside
@@ -367,8 +373,7 @@ std::optional<bool> run_queued_before(task_base* task, work_stealing_deque<work_
     if (own->take_oldest(&item, 1, end, one) == 0) return std::nullopt;
     if (item != task && item->handler != tasks_handler) {
       if (is_stale_task(item)) {  // a task this thread claimed past its entry: dropped, not passed over
-        if (stale_left != 0) --stale_left;
-        release(static_cast<task_base*>(item));  // the queue's reference, as trim_stale
+        drop_stale(item);
         continue;
       }
       if (!ran_any) {
