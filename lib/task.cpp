@@ -217,9 +217,10 @@ bool run_queued(work_item* item, work_action action) noexcept {
     next_task next;
     if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
       // Its completion walks its subsequent list, which runs through the subsequents' own
-      // blocks, one dependent miss per edge: start on the first while the body runs. (Not
-      // the subsequents themselves: a launcher may still be writing them, and pulling them
-      // over early slowed a wavefront built while it ran by a third.)
+      // blocks, one dependent miss per edge: start on the first while the body runs (a
+      // prefetch only: nothing is read through the pointer). Not the subsequents themselves:
+      // a launcher may still be writing them, and pulling them over early slowed a wavefront
+      // built while it ran by a third.
       if (task_edge* newest = current.task->subsequents.newest_while_open()) __builtin_prefetch(newest);
       execute(current.task, current.takes_prerequisites, &next);
     }  // else a waiter retracted it
