@@ -5,6 +5,7 @@
 #include <magpie/tick_manager.h>
 
 #include "support.h"
+#include "task_support.h"
 #include "tick_support.h"
 
 #include <doctest/doctest.h>
@@ -259,6 +260,84 @@ TEST_CASE("tick_schedule: a tick registered during a frame runs later in it, dem
   CHECK(spawned.runs.load() == 2);
   CHECK(spawned.actual_start_tick_group() == ticking_group::pre_physics);
   CHECK(manager.last_frame_stats().newly_spawned_passes == 0);
+}
+
+TEST_CASE("tick_schedule: a tick disabled and enabled again before its unit ran runs later that frame, once") {
+  for (unsigned workers : worker_counts) {
+    for (bool any_thread : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(any_thread);
+      scheduler pool(tick_pool(workers));
+      tick_manager manager(pool);
+      event_log log;
+      logged_tick late("late", log), early("early", log);
+      late.set_tick_group(ticking_group::post_physics);
+      late.set_run_on_any_thread(any_thread);
+      early.set_run_on_any_thread(any_thread);
+      bool act = false;
+      tick_function toggler("toggler", [&](float, level_tick) {
+        if (!act) return;
+        for (logged_tick* tick : {&late, &early}) {  // early already ran this frame
+          tick->set_tick_function_enable(false);
+          tick->set_tick_function_enable(true);
+        }
+      });
+      toggler.set_tick_group(ticking_group::during_physics);
+      for (tick_function* tick : {static_cast<tick_function*>(&early), &toggler, static_cast<tick_function*>(&late)}) {
+        tick->register_tick_function(manager);
+      }
+      run_frame(manager);
+      act = true;
+      run_frame(manager);
+      CHECK(late.runs.load() == 2);
+      CHECK(early.runs.load() == 2);
+      CHECK(late.seen_start == ticking_group::post_physics);
+      act = false;
+      run_frame(manager);
+      CHECK(late.runs.load() == 3);
+      CHECK(early.runs.load() == 3);
+    }
+  }
+}
+
+TEST_CASE("tick_schedule: a tick unregistered and registered again in the same frame runs at most once in it") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    event_log log;
+    logged_tick ran_already("ran already", log), not_yet("not yet", log), fresh("fresh", log);
+    not_yet.set_tick_group(ticking_group::post_physics);
+    ran_already.set_run_on_any_thread(true);
+    bool act = false;
+    tick_function cycler("cycler", [&](float, level_tick) {
+      if (!act) return;
+      for (logged_tick* tick : {&ran_already, &not_yet}) {
+        tick->unregister_tick_function();
+        tick->register_tick_function(manager);
+      }
+      fresh.register_tick_function(manager);  // never registered before: it runs this frame
+    });
+    cycler.set_tick_group(ticking_group::during_physics);
+    ran_already.register_tick_function(manager);
+    not_yet.register_tick_function(manager);
+    cycler.register_tick_function(manager);
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 1);
+    CHECK(not_yet.runs.load() == 1);
+    act = true;
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 2);
+    CHECK(not_yet.runs.load() <= 2);
+    CHECK(fresh.runs.load() == 1);
+    act = false;
+    int not_yet_before = not_yet.runs.load();
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 3);
+    CHECK(not_yet.runs.load() == not_yet_before + 1);
+    CHECK(fresh.runs.load() == 2);
+    CHECK(manager.registered_count() == 4);
+  }
 }
 
 TEST_CASE("tick_schedule: runaway spawning stops after the pass limit, reported by name; the rest tick next frame") {
