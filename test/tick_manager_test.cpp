@@ -172,7 +172,7 @@ TEST_CASE("tick_manager: within a group the prerequisite edge orders ticks, on a
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> chain;
   for (int i = 0; i < 40; ++i) {
-    auto& tick = *chain.emplace_back(std::make_unique<logged_tick>("link " + std::to_string(i), log));
+    auto& tick = *chain.emplace_back(std::make_unique<logged_tick>(numbered("link ", i), log));
     tick.set_run_on_any_thread(i % 2 == 0);
     if (i > 0) tick.add_prerequisite(*chain[static_cast<std::size_t>(i - 1)]);
   }
@@ -301,7 +301,7 @@ TEST_CASE("tick_manager: high-priority ticks are released first within their gro
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> normal;
   for (int i = 0; i < 5; ++i) {
-    normal.push_back(std::make_unique<logged_tick>("normal " + std::to_string(i), log));
+    normal.push_back(std::make_unique<logged_tick>(numbered("normal ", i), log));
     normal.back()->register_tick_function(manager);
   }
   logged_tick urgent("urgent", log);
@@ -583,7 +583,7 @@ TEST_CASE("tick_manager: ticks destroying themselves on workers while the game t
     std::atomic<int> self_runs{0};
     event_log log;
     std::vector<std::unique_ptr<logged_tick>> churn;
-    for (int i = 0; i < 16; ++i) churn.push_back(std::make_unique<logged_tick>("churn " + std::to_string(i), log));
+    for (int i = 0; i < 16; ++i) churn.push_back(std::make_unique<logged_tick>(numbered("churn ", i), log));
     tick_function churner("churner", [&](float, level_tick) {
       for (auto& each : churn) {
         if (each->is_tick_function_registered()) {
@@ -597,7 +597,7 @@ TEST_CASE("tick_manager: ticks destroying themselves on workers while the game t
     std::size_t churn_registered = 0;
     for (int frame = 0; frame < 40 * stress_repeat(); ++frame) {
       for (std::size_t i = 0; i < count; ++i) {
-        selves[i] = std::make_unique<tick_function>("self " + std::to_string(i), [&, i](float, level_tick) {
+        selves[i] = std::make_unique<tick_function>(numbered("self ", i), [&, i](float, level_tick) {
           self_runs.fetch_add(1);
           selves[i].reset();
         });

@@ -59,7 +59,7 @@ struct frame_records {
 // probe records when it ran and in which group.
 class probe : public tick_function {
  public:
-  probe(int index, frame_records& records) : tick_function("probe " + std::to_string(index), {}), index_(index), records_(&records) {}
+  probe(int index, frame_records& records) : tick_function(numbered("probe ", index), {}), index_(index), records_(&records) {}
 
  protected:
   void execute_tick(float, level_tick) override {
@@ -348,7 +348,7 @@ TEST_CASE("tick_schedule: runaway spawning stops after the pass limit, reported 
   std::function<void(float, level_tick)> spawn_next = [&](float, level_tick) {
     ++ran;
     if (chain.size() < 6) {
-      chain.push_back(std::make_unique<tick_function>("spawn " + std::to_string(chain.size()), spawn_next));
+      chain.push_back(std::make_unique<tick_function>(numbered("spawn ", chain.size()), spawn_next));
       chain.back()->register_tick_function(manager);
     }
   };
@@ -375,7 +375,7 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
     event_log log;
     std::vector<std::unique_ptr<logged_tick>> ticks;
     for (int i = 0; i < 12; ++i) {
-      auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+      auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>(numbered("t", i), log));
       tick.set_allow_tick_batching(true);
       tick.set_tick_group(ticking_group::post_physics);
       tick.set_end_tick_group(ticking_group::post_physics);
@@ -388,7 +388,7 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
     REQUIRE(events.size() == 12);
     for (int i = 0; i < 12; ++i) {
       if (i % 3 != 0) {
-        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+        CHECK(event_log::index_of(events, numbered("t", i - 1)) < event_log::index_of(events, numbered("t", i)));
       }
     }
     auto stats = manager.last_frame_stats();
@@ -408,7 +408,7 @@ TEST_CASE("tick_schedule: a tick whose prerequisites run in the free chunk of it
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> ticks;
   for (int i = 0; i < 12; ++i) {
-    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>(numbered("t", i), log));
     if (i % 3 != 0) tick.add_prerequisite(*ticks[static_cast<std::size_t>(i - 1)]);
   }
   logged_tick apart("apart", log);  // waits for a tick of another kind: a task of its own
@@ -423,7 +423,7 @@ TEST_CASE("tick_schedule: a tick whose prerequisites run in the free chunk of it
     REQUIRE(events.size() == 13);
     for (int i = 1; i < 12; ++i) {
       if (i % 3 != 0) {
-        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+        CHECK(event_log::index_of(events, numbered("t", i - 1)) < event_log::index_of(events, numbered("t", i)));
       }
     }
     CHECK(event_log::index_of(events, "t5") < event_log::index_of(events, "apart"));
@@ -497,7 +497,7 @@ TEST_CASE("tick_schedule: ticks destroyed while workers run their group never ru
     gone[static_cast<std::size_t>(index)].store(false);
     auto payload = std::make_shared<std::vector<int>>(16, index);
     victims[static_cast<std::size_t>(index)] = std::make_unique<tick_function>(
-        "victim " + std::to_string(index), [&, index, payload](float, level_tick) {
+        numbered("victim ", index), [&, index, payload](float, level_tick) {
           if (gone[static_cast<std::size_t>(index)].load()) ran_after_destruction.fetch_add(1);
           (*payload)[static_cast<std::size_t>(index % 16)] += 1;  // touches the tick's captures
           runs.fetch_add(1);

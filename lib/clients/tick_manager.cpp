@@ -124,7 +124,9 @@ void tick_manager::state::remove(tick_function& tick, bool destroying) {
       running_it->word.store(0, std::memory_order_seq_cst);
       const unit& work = units[slot.unit];
       if (work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit) still_running = &work;
-      if (!destroying) visited_and_removed.push_back(&tick);  // part of this frame already
+    }
+    if (in_frame && !destroying && (slot.in_schedule || slot.placed_frame == frame)) {
+      visited_and_removed.push_back(&tick);  // part of this frame already
     }
     heap_remove(&slot);
     slot.registered = false;
@@ -234,8 +236,10 @@ void tick_manager::state::enable_changed(tick_function& tick) {
     slot.expiry = ticks::run_at_next_visit;
     heap_push(&slot);
   }
-  bool in_this_frame = (slot.in_schedule && !slot.dynamic) || slot.placed_frame == frame;
-  if (in_frame && !in_this_frame) queue_new(slot);  // a scheduled one is checked when its unit runs
+  // A tick that was part of this frame is not queued again (its unit checks the word), also
+  // one that waits for an interval tick and was not placed this frame.
+  bool in_this_frame = slot.in_schedule || slot.placed_frame == frame;
+  if (in_frame && !in_this_frame) queue_new(slot);
 }
 
 void tick_manager::state::interval_changed(tick_function& tick, bool restart_cooldown) {
