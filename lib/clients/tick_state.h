@@ -140,7 +140,8 @@ struct unit {
   bool launched = false;
   // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its members'
   // words; unregistration clears a word (seq_cst) before it loads this: one of the two sees
-  // the other, so a tick either is skipped or is waited for.
+  // the other, so a tick either is skipped or its unit is seen running (which a destruction
+  // waits out; an unregistration does not).
   std::atomic<std::uint8_t> run_state{0};
 };
 
