@@ -1,6 +1,7 @@
 // Tests for include/magpie/tick_manager.h — groups, demotion, cycles, threads, priority,
-// nested tasks, intervals, mid-frame changes, errors, pause frames and dumps. The schedule's
-// own cases (newly spawned ticks, batching, caching) are in tick_schedule_test.cpp.
+// nested tasks, intervals, errors, pause frames and dumps. The schedule's own cases (newly
+// spawned ticks, batching, caching) are in tick_schedule_test.cpp, mid-frame unregistration
+// and destruction in tick_lifetime_test.cpp.
 #include <magpie/task.h>
 #include <magpie/task_event.h>
 #include <magpie/tick_manager.h>
@@ -170,7 +171,7 @@ TEST_CASE("tick_manager: within a group the prerequisite edge orders ticks, on a
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> chain;
   for (int i = 0; i < 40; ++i) {
-    auto& tick = *chain.emplace_back(std::make_unique<logged_tick>("link " + std::to_string(i), log));
+    auto& tick = *chain.emplace_back(std::make_unique<logged_tick>(numbered("link ", i), log));
     tick.set_run_on_any_thread(i % 2 == 0);
     if (i > 0) tick.add_prerequisite(*chain[static_cast<std::size_t>(i - 1)]);
   }
@@ -299,7 +300,7 @@ TEST_CASE("tick_manager: high-priority ticks are released first within their gro
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> normal;
   for (int i = 0; i < 5; ++i) {
-    normal.push_back(std::make_unique<logged_tick>("normal " + std::to_string(i), log));
+    normal.push_back(std::make_unique<logged_tick>(numbered("normal ", i), log));
     normal.back()->register_tick_function(manager);
   }
   logged_tick urgent("urgent", log);
@@ -417,62 +418,6 @@ TEST_CASE("tick_manager: update_tick_interval_and_cool_down restarts the cooldow
   CHECK(slow.runs.load() == 4);
 }
 
-TEST_CASE("tick_manager: disabling, enabling, unregistering and destroying ticks mid-frame") {
-  scheduler pool(tick_pool(1));
-  tick_manager manager(pool);
-  event_log log;
-  logged_tick to_disable("to disable", log), to_enable("to enable", log), to_unregister("to unregister", log);
-  auto to_destroy = std::make_unique<logged_tick>("to destroy", log);
-  for (logged_tick* tick : {&to_disable, &to_enable, &to_unregister, to_destroy.get()}) {
-    tick->set_tick_group(ticking_group::post_physics);
-    tick->set_run_on_any_thread(true);
-  }
-  to_enable.set_tick_function_enable(false);
-  bool act = false;
-  tick_function actor("actor", [&](float, level_tick) {
-    if (!act) return;
-    to_disable.set_tick_function_enable(false);
-    to_enable.set_tick_function_enable(true);
-    to_unregister.unregister_tick_function();
-    to_destroy.reset();
-  });
-  actor.register_tick_function(manager);
-  for (logged_tick* tick : {&to_disable, &to_enable, &to_unregister, to_destroy.get()}) {
-    tick->register_tick_function(manager);
-  }
-  run_frame(manager);
-  CHECK(log.take().size() == 3);
-  act = true;
-  run_frame(manager);
-  CHECK(log.take() == std::vector<std::string>{"to enable"});
-  CHECK_FALSE(to_unregister.is_tick_function_registered());
-  CHECK(manager.registered_count() == 3);
-  act = false;
-  run_frame(manager);
-  CHECK(log.take() == std::vector<std::string>{"to enable"});
-  CHECK(manager.last_frame_stats().schedule_rebuilt);
-}
-
-TEST_CASE("tick_manager: a tick that destroys itself mid-frame is not touched again") {
-  scheduler pool(tick_pool(1));
-  tick_manager manager(pool);
-  int ran = 0;
-  std::unique_ptr<tick_function> self_destroying;
-  self_destroying = std::make_unique<tick_function>("self-destroying", [&](float, level_tick) {
-    ++ran;
-    self_destroying.reset();
-  });
-  self_destroying->register_tick_function(manager);
-  event_log log;
-  logged_tick after("after", log);
-  after.register_tick_function(manager);
-  run_frame(manager);
-  run_frame(manager);
-  CHECK(ran == 1);
-  CHECK(after.runs.load() == 2);
-  CHECK(manager.registered_count() == 1);
-}
-
 TEST_CASE("tick_manager: a throwing tick is reported, the frame goes on and its dependents run") {
   scheduler pool(tick_pool(1));
   tick_manager manager(pool);
@@ -502,7 +447,7 @@ TEST_CASE("tick_manager: registration from another thread is refused; a destroye
     tick_manager manager(pool);
     diagnostic_recorder recorder;
     std::thread([&] { tick.register_tick_function(manager); }).join();
-    CHECK(mentions(recorder.reports(), "other than the tick manager's game thread; refused"));
+    CHECK(mentions(recorder.reports(), "not its tick manager's game thread; refused"));
     CHECK_FALSE(tick.is_tick_function_registered());
     std::thread([&] { manager.start_frame(0.1f); }).join();
     CHECK(mentions(recorder.reports(), "start_frame: called from a thread other than the game thread"));

@@ -5,6 +5,7 @@
 #include <magpie/tick_manager.h>
 
 #include "support.h"
+#include "task_support.h"
 #include "tick_support.h"
 
 #include <doctest/doctest.h>
@@ -58,7 +59,7 @@ struct frame_records {
 // probe records when it ran and in which group.
 class probe : public tick_function {
  public:
-  probe(int index, frame_records& records) : tick_function("probe " + std::to_string(index), {}), index_(index), records_(&records) {}
+  probe(int index, frame_records& records) : tick_function(numbered("probe ", index), {}), index_(index), records_(&records) {}
 
  protected:
   void execute_tick(float, level_tick) override {
@@ -261,6 +262,84 @@ TEST_CASE("tick_schedule: a tick registered during a frame runs later in it, dem
   CHECK(manager.last_frame_stats().newly_spawned_passes == 0);
 }
 
+TEST_CASE("tick_schedule: a tick disabled and enabled again before its unit ran runs later that frame, once") {
+  for (unsigned workers : worker_counts) {
+    for (bool any_thread : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(any_thread);
+      scheduler pool(tick_pool(workers));
+      tick_manager manager(pool);
+      event_log log;
+      logged_tick late("late", log), early("early", log);
+      late.set_tick_group(ticking_group::post_physics);
+      late.set_run_on_any_thread(any_thread);
+      early.set_run_on_any_thread(any_thread);
+      bool act = false;
+      tick_function toggler("toggler", [&](float, level_tick) {
+        if (!act) return;
+        for (logged_tick* tick : {&late, &early}) {  // early already ran this frame
+          tick->set_tick_function_enable(false);
+          tick->set_tick_function_enable(true);
+        }
+      });
+      toggler.set_tick_group(ticking_group::during_physics);
+      for (tick_function* tick : {static_cast<tick_function*>(&early), &toggler, static_cast<tick_function*>(&late)}) {
+        tick->register_tick_function(manager);
+      }
+      run_frame(manager);
+      act = true;
+      run_frame(manager);
+      CHECK(late.runs.load() == 2);
+      CHECK(early.runs.load() == 2);
+      CHECK(late.seen_start == ticking_group::post_physics);
+      act = false;
+      run_frame(manager);
+      CHECK(late.runs.load() == 3);
+      CHECK(early.runs.load() == 3);
+    }
+  }
+}
+
+TEST_CASE("tick_schedule: a tick unregistered and registered again in the same frame runs at most once in it") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    event_log log;
+    logged_tick ran_already("ran already", log), not_yet("not yet", log), fresh("fresh", log);
+    not_yet.set_tick_group(ticking_group::post_physics);
+    ran_already.set_run_on_any_thread(true);
+    bool act = false;
+    tick_function cycler("cycler", [&](float, level_tick) {
+      if (!act) return;
+      for (logged_tick* tick : {&ran_already, &not_yet}) {
+        tick->unregister_tick_function();
+        tick->register_tick_function(manager);
+      }
+      fresh.register_tick_function(manager);  // never registered before: it runs this frame
+    });
+    cycler.set_tick_group(ticking_group::during_physics);
+    ran_already.register_tick_function(manager);
+    not_yet.register_tick_function(manager);
+    cycler.register_tick_function(manager);
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 1);
+    CHECK(not_yet.runs.load() == 1);
+    act = true;
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 2);
+    CHECK(not_yet.runs.load() <= 2);
+    CHECK(fresh.runs.load() == 1);
+    act = false;
+    int not_yet_before = not_yet.runs.load();
+    run_frame(manager);
+    CHECK(ran_already.runs.load() == 3);
+    CHECK(not_yet.runs.load() == not_yet_before + 1);
+    CHECK(fresh.runs.load() == 2);
+    CHECK(manager.registered_count() == 4);
+  }
+}
+
 TEST_CASE("tick_schedule: runaway spawning stops after the pass limit, reported by name; the rest tick next frame") {
   scheduler pool(tick_pool(1));
   tick_manager manager(pool, {.newly_spawned_pass_limit = 3});
@@ -269,7 +348,7 @@ TEST_CASE("tick_schedule: runaway spawning stops after the pass limit, reported 
   std::function<void(float, level_tick)> spawn_next = [&](float, level_tick) {
     ++ran;
     if (chain.size() < 6) {
-      chain.push_back(std::make_unique<tick_function>("spawn " + std::to_string(chain.size()), spawn_next));
+      chain.push_back(std::make_unique<tick_function>(numbered("spawn ", chain.size()), spawn_next));
       chain.back()->register_tick_function(manager);
     }
   };
@@ -296,7 +375,7 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
     event_log log;
     std::vector<std::unique_ptr<logged_tick>> ticks;
     for (int i = 0; i < 12; ++i) {
-      auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+      auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>(numbered("t", i), log));
       tick.set_allow_tick_batching(true);
       tick.set_tick_group(ticking_group::post_physics);
       tick.set_end_tick_group(ticking_group::post_physics);
@@ -309,7 +388,7 @@ TEST_CASE("tick_schedule: batching runs compatible ticks in one task, with the s
     REQUIRE(events.size() == 12);
     for (int i = 0; i < 12; ++i) {
       if (i % 3 != 0) {
-        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+        CHECK(event_log::index_of(events, numbered("t", i - 1)) < event_log::index_of(events, numbered("t", i)));
       }
     }
     auto stats = manager.last_frame_stats();
@@ -329,7 +408,7 @@ TEST_CASE("tick_schedule: a tick whose prerequisites run in the free chunk of it
   event_log log;
   std::vector<std::unique_ptr<logged_tick>> ticks;
   for (int i = 0; i < 12; ++i) {
-    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>("t" + std::to_string(i), log));
+    auto& tick = *ticks.emplace_back(std::make_unique<logged_tick>(numbered("t", i), log));
     if (i % 3 != 0) tick.add_prerequisite(*ticks[static_cast<std::size_t>(i - 1)]);
   }
   logged_tick apart("apart", log);  // waits for a tick of another kind: a task of its own
@@ -344,7 +423,7 @@ TEST_CASE("tick_schedule: a tick whose prerequisites run in the free chunk of it
     REQUIRE(events.size() == 13);
     for (int i = 1; i < 12; ++i) {
       if (i % 3 != 0) {
-        CHECK(event_log::index_of(events, "t" + std::to_string(i - 1)) < event_log::index_of(events, "t" + std::to_string(i)));
+        CHECK(event_log::index_of(events, numbered("t", i - 1)) < event_log::index_of(events, numbered("t", i)));
       }
     }
     CHECK(event_log::index_of(events, "t5") < event_log::index_of(events, "apart"));
@@ -418,7 +497,7 @@ TEST_CASE("tick_schedule: ticks destroyed while workers run their group never ru
     gone[static_cast<std::size_t>(index)].store(false);
     auto payload = std::make_shared<std::vector<int>>(16, index);
     victims[static_cast<std::size_t>(index)] = std::make_unique<tick_function>(
-        "victim " + std::to_string(index), [&, index, payload](float, level_tick) {
+        numbered("victim ", index), [&, index, payload](float, level_tick) {
           if (gone[static_cast<std::size_t>(index)].load()) ran_after_destruction.fetch_add(1);
           (*payload)[static_cast<std::size_t>(index % 16)] += 1;  // touches the tick's captures
           runs.fetch_add(1);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,6 +21,15 @@ inline scheduler_options tick_pool(unsigned workers = 1) {
   options.workers = workers;
   options.background_workers = 0;
   return options;
+}
+
+// numbered is `prefix` followed by `index`, e.g. "t3". Built by appending: GCC 12's
+// -Wrestrict misfires, in release builds, on `"literal" + std::to_string(i)`.
+template <class Index>
+std::string numbered(std::string_view prefix, Index index) {
+  std::string name(prefix);
+  name += std::to_string(index);
+  return name;
 }
 
 // the frame's groups, in order, and whether run_tick_group blocks for each

@@ -3,6 +3,7 @@
 #include <magpie/world.h>
 
 #include "support.h"
+#include "task_support.h"
 #include "tick_support.h"
 
 #include <doctest/doctest.h>
@@ -80,7 +81,7 @@ TEST_CASE("world: a frame runs the groups, then the timers, then the tickables, 
   CHECK(game.timers().has_been_ticked_this_frame());
 }
 
-TEST_CASE("world: time dilation scales every delta; time_only runs timers and tickables but no tick functions") {
+TEST_CASE("world: time dilation scales every delta; time_only runs the tickables only") {
   scheduler pool(tick_pool(1));
   world game(pool);
   event_log log;
@@ -95,9 +96,12 @@ TEST_CASE("world: time dilation scales every delta; time_only runs timers and ti
   game.tick(1.f);
   CHECK(tick.last_delta.load() == 0.5f);
   CHECK(tickable.last_delta == 0.5f);
-  game.tick(1.f, level_tick::time_only);
+  game.tick(1.f, level_tick::time_only);  // timers stand still on a time-only frame, as in Unreal
   CHECK(tick.runs.load() == 1);
   CHECK(tickable.runs == 2);
+  CHECK(fired == 0);
+  CHECK(game.timers().get_timer_remaining(timer) == doctest::Approx(0.375f));
+  game.tick(1.f);
   CHECK(fired == 1);
   diagnostic_recorder recorder;
   game.set_time_dilation(-1.f);
@@ -192,6 +196,64 @@ TEST_CASE("world: a throwing tickable or timer is reported and the frame goes on
   REQUIRE(reports.size() == 3);
   CHECK(reports[0].message.find("tickable boom") != std::string::npos);
   CHECK(reports[1].message.find("timer boom") != std::string::npos);
+}
+
+TEST_CASE("world: a delta that overflows once dilated is refused with one report naming it; nothing ticks") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  logged_tick tick("tick", log);
+  tick.register_tick_function(game.ticks());
+  logged_tickable tickable(game, "tickable", log);
+  int fired = 0;
+  magpie::timer_handle timer;
+  game.timers().set_timer(timer, [&] { ++fired; }, 0.01f, true);
+  game.set_time_dilation(1e30f);
+  diagnostic_recorder recorder;
+  game.tick(1e10f);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(reports[0].message.find("scaled delta") != std::string::npos);
+  CHECK(reports[0].message.find("time dilation") != std::string::npos);
+  CHECK(tick.runs.load() == 0);
+  CHECK(tickable.runs == 0);
+  CHECK(fired == 0);
+  CHECK(game.frame_counter() == 0);
+  game.set_time_dilation(1.f);
+  game.tick(0.1f);
+  CHECK(tick.runs.load() == 1);
+  CHECK(tickable.runs == 1);
+  CHECK(tickable.last_delta == 0.1f);
+}
+
+TEST_CASE("world: tickables destroyed on workers while the game thread creates others" * doctest::test_suite("stress")) {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    world game(pool);
+    event_log log;
+    constexpr std::size_t count = 32;
+    std::vector<std::unique_ptr<logged_tickable>> doomed, fresh;
+    tick_function destroyer("destroyer", [&](float, level_tick) {
+      for (auto& each : doomed) each.reset();
+    });
+    destroyer.set_run_on_any_thread(true);
+    tick_function creator("creator", [&](float, level_tick) {
+      for (std::size_t i = 0; i < count; ++i) fresh.push_back(std::make_unique<logged_tickable>(game, "fresh", log));
+    });
+    destroyer.register_tick_function(game.ticks());
+    creator.register_tick_function(game.ticks());
+    for (int frame = 0; frame < 40 * stress_repeat(); ++frame) {
+      game.tick(0.01f);
+      for (auto& each : doomed) CHECK_FALSE(each);
+      for (auto& each : fresh) CHECK(each->runs == 1);
+      doomed = std::move(fresh);
+      fresh.clear();
+      log.take();
+    }
+    doomed.clear();
+  }
 }
 
 TEST_CASE("world: ticks from another thread are refused; tickables outlive their world safely") {

@@ -25,11 +25,12 @@
 // rebuilt only when a tick is registered, unregistered, enabled, disabled, re-grouped,
 // re-prioritised or given a different prerequisite; interval ticks coming off cooldown reuse
 // it. Every tick function is destroyed safely at any time: one unregistered or destroyed
-// mid-frame does not run afterwards. See docs/ticks.md.
+// mid-frame does not run afterwards, and a tick runs at most once a frame. See docs/ticks.md.
 //
 // Thread-safety: a tick manager belongs to the thread that constructed it (the game thread);
-// frames are driven from it and registration, prerequisites and settings of registered tick
-// functions are changed from it (other threads are reported and refused).
+// frames are driven from it and registration, unregistration, prerequisites and settings of
+// registered tick functions are changed from it (other threads are reported and refused:
+// the call changes nothing). A tick function may be destroyed on any thread.
 #pragma once
 
 #include <magpie/scheduler.h>
@@ -85,26 +86,34 @@ class tick_function {
   tick_function(std::string name, std::function<void(float delta_seconds, level_tick)> body);
 
   // ~tick_function unregisters it and drops every prerequisite edge to and from it; safe at
-  // any time, also mid-frame and from inside its own execute_tick. A subclass whose tick may
-  // be running on another thread when it is destroyed calls unregister_tick_function() in its
-  // own destructor first: by the time this one runs, the subclass's members are gone.
+  // any time and on any thread, also mid-frame and from inside its own execute_tick (an
+  // any-thread tick on a worker included): it never runs afterwards. It waits only while
+  // its tick may be running on another thread, the game thread running its own queue
+  // meanwhile; destroyed off the game thread, the manager retires its record on the game
+  // thread. A subclass whose tick may be running on another thread when it is destroyed
+  // stops it first: by the time this destructor runs, the subclass's members are gone.
   virtual ~tick_function();
 
   tick_function(const tick_function&) = delete;
   tick_function& operator=(const tick_function&) = delete;
 
   // register_tick_function adds it to `manager` (game thread). Registered during a frame, it
-  // runs later in that frame. Registering again with the same manager does nothing.
+  // runs later in that frame, unless it was part of that frame already (unregistered and
+  // registered again): then it ticks from the next one. Registering again with the same
+  // manager does nothing.
   void register_tick_function(tick_manager& manager);
 
-  // unregister_tick_function removes it from its manager; mid-frame it does not run afterwards.
+  // unregister_tick_function removes it from its manager (game thread; from another thread
+  // reported and refused); mid-frame it does not run afterwards. It never waits: a run
+  // already started on another thread finishes.
   void unregister_tick_function();
 
   // is_tick_function_registered says whether it belongs to a manager.
   bool is_tick_function_registered() const;
 
   // set_tick_function_enable turns ticking on or off (default on). Disabling mid-frame stops
-  // it unless it has started; enabling mid-frame runs it later this frame if it has not run.
+  // it unless it has started; enabling mid-frame runs it later this frame if it has not run
+  // (disabled and enabled again before its turn, it runs in its own place).
   void set_tick_function_enable(bool enabled);
 
   // is_tick_function_enabled says whether it is enabled.

@@ -14,10 +14,11 @@
 //
 // world::tick(dt): dt is scaled by the time dilation; unless paused or level_tick::time_only
 // it runs start_frame and the groups pre_physics, start_physics, during_physics (not
-// blocking), end_physics and post_physics; then the timer manager ticks (not when paused);
-// then the tickable objects; then post_update_work, last_demotable with the newly-spawned
-// passes, and end_frame. Paused, it runs a pause frame instead: only tick functions that
-// tick when paused and tickable objects tickable when paused; timers stand still.
+// blocking), end_physics and post_physics; then the timer manager ticks; then the tickable
+// objects; then post_update_work, last_demotable with the newly-spawned passes, and
+// end_frame. A time_only frame ticks only the tickable objects (as Unreal, no timers).
+// Paused, it runs a pause frame instead: only tick functions that tick when paused and
+// tickable objects tickable when paused; timers stand still.
 #pragma once
 
 #include <magpie/scheduler.h>
@@ -38,11 +39,14 @@ class world;
 // tickable_object ticks once a frame on the game thread, after the timers, in the order the
 // objects were created (Unreal's FTickableGameObject). It registers itself with its world on
 // construction and unregisters on destruction; one created while the tickables tick starts
-// next frame, one destroyed meanwhile is not called afterwards.
+// next frame, one destroyed meanwhile is not called afterwards. Threads: created on the
+// world's game thread (elsewhere reported; it never ticks); destroyed on any thread — an
+// any-thread tick function may destroy one — but not while its own tick runs.
 class tickable_object {
  public:
-  // tickable_object registers with `owner` (game thread).
+  // tickable_object registers with `owner` (its game thread).
   explicit tickable_object(world& owner, tickable_tick_type type = tickable_tick_type::conditional);
+  // ~tickable_object unregisters it from its world, on any thread (see above).
   virtual ~tickable_object();
   tickable_object(const tickable_object&) = delete;
   tickable_object& operator=(const tickable_object&) = delete;
@@ -83,7 +87,8 @@ class world {
   // timers is the world's timer manager (it knows the world's frame counter).
   timer_manager& timers();
 
-  // tick runs one frame of `delta_seconds` real time (scaled by the time dilation).
+  // tick runs one frame of `delta_seconds` real time (scaled by the time dilation); a
+  // delta that is not finite once scaled is reported and the frame refused.
   void tick(float delta_seconds, level_tick tick_type = level_tick::all);
 
   // set_paused pauses or resumes the world from the next frame.

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 
 namespace magpie {
 
@@ -227,6 +228,15 @@ void tick_manager::state::run_newly_spawned_passes() {
 
 void tick_manager::state::finish_frame() {
   wait_for(ticking_group::newly_spawned);
+  // acquire: pairs with the release of a destruction that waited for a unit off the game thread
+  while (off_thread_waiters.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  drain_orphans();
+  std::lock_guard guard(off_thread_guard);  // the units go and the frame ends
+  for (auto [tick, work] : retiring) {
+    if (tick_access::slot(*tick) == this) tick_access::slot(*tick) = nullptr;  // its unit is done
+  }
+  retiring.clear();
+  visited_and_removed.clear();
   for (std::size_t index = 0; index < static_units; ++index) {
     unit& work = units[index];
     work.handle = task<>();

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace magpie {
@@ -18,6 +21,13 @@ void report_misuse(const tick_function& tick, const char* operation, const char*
   std::string message = "tick_function::";
   message.append(operation).append(" on '").append(tick.name()).append("': ").append(problem);
   report(diagnostic_kind::misuse, message);
+}
+
+// off_game_thread names the calling thread in a refusal.
+std::string off_game_thread() {
+  std::ostringstream text;
+  text << "called on thread " << std::this_thread::get_id() << ", not its tick manager's game thread; refused";
+  return text.str();
 }
 
 void erase_one(std::vector<tick_function*>& list, tick_function* value) {
@@ -40,14 +50,33 @@ tick_function::tick_function(std::string name, std::function<void(float, level_t
     : links_(std::make_unique<links>(links{std::move(name), std::move(body), {}, {}})) {}
 
 tick_function::~tick_function() {
-  unregister_tick_function();
+  // Registered: unregister (off the game thread, the game thread retires the slot later).
+  // Unregistered this frame while its unit ran: wait for that unit. Either way, the
+  // manager's guard orders the edges' removal against a game thread reading them.
+  tick_manager::state* owner = nullptr;
+  if (manager_ != nullptr) {
+    owner = &tick_access::state_of(*manager_);
+    if (owner->on_game_thread()) {
+      owner->remove(*this, true);
+    } else {
+      owner->remove_off_thread(*this);
+    }
+  } else if (slot_ != nullptr) {
+    owner = static_cast<tick_manager::state*>(slot_);
+    owner->forget_retiring(*this, true);
+    slot_ = nullptr;
+  }
   if (!links_) return;
+  std::unique_lock<std::mutex> guard;
+  if (owner != nullptr) guard = std::unique_lock(owner->off_thread_guard);
+  bool game_thread = owner == nullptr || owner->on_game_thread();
   // Edges both ways go with it: nobody is left holding a pointer to a destroyed tick. (A
   // tick at either end of an edge has its links: adding the edge made them.)
   for (tick_function* before : links_->prerequisites) erase_one(before->links_->dependents, this);
   for (tick_function* after : links_->dependents) {
     erase_one(after->links_->prerequisites, this);
-    after->changed_schedule();
+    // Off the game thread the retired slot marks the schedule changed (drain_orphans).
+    if (game_thread) after->changed_schedule();
   }
 }
 
@@ -64,7 +93,7 @@ void tick_function::execute_tick(float delta_seconds, level_tick tick_type) {
 // manager's game thread.
 bool tick_function::may_change(const char* operation) {
   if (manager_ == nullptr || tick_access::state_of(*manager_).on_game_thread()) return true;
-  report_misuse(*this, operation, "called from a thread other than its tick manager's game thread; refused");
+  report_misuse(*this, operation, off_game_thread().c_str());
   return false;
 }
 
@@ -80,9 +109,12 @@ void tick_function::register_tick_function(tick_manager& manager) {
     return;
   }
   if (!target.on_game_thread()) {
-    report_misuse(*this, "register_tick_function",
-                  "called from a thread other than the tick manager's game thread; refused");
+    report_misuse(*this, "register_tick_function", off_game_thread().c_str());
     return;
+  }
+  if (slot_ != nullptr) {  // unregistered from `previous` this frame while its unit ran
+    auto* previous = static_cast<tick_manager::state*>(slot_);
+    if (previous != &target) previous->forget_retiring(*this, true);
   }
   target.add(*this);
 }
@@ -91,11 +123,10 @@ void tick_function::unregister_tick_function() {
   if (manager_ == nullptr) return;
   tick_manager::state& owner = tick_access::state_of(*manager_);
   if (!owner.on_game_thread()) {
-    // A destructor cannot refuse: it reports, then unregisters as the game thread would.
-    report_misuse(*this, "unregister_tick_function",
-                  "called from a thread other than the tick manager's game thread");
+    report_misuse(*this, "unregister_tick_function", off_game_thread().c_str());
+    return;
   }
-  owner.remove(*this);
+  owner.remove(*this, false);
 }
 
 bool tick_function::is_tick_function_registered() const { return manager_ != nullptr; }
@@ -188,6 +219,8 @@ void tick_function::add_prerequisite(tick_function& prerequisite) {
     return;
   }
   if (!may_change("add_prerequisite") || !prerequisite.may_change("add_prerequisite")) return;
+  std::unique_lock<std::mutex> guard;  // against a tick at either end destroyed off the game thread
+  if (manager_ != nullptr) guard = std::unique_lock(tick_access::state_of(*manager_).off_thread_guard);
   std::vector<tick_function*>& before = own_links().prerequisites;
   if (std::find(before.begin(), before.end(), &prerequisite) != before.end()) return;
   before.push_back(&prerequisite);
@@ -198,6 +231,8 @@ void tick_function::add_prerequisite(tick_function& prerequisite) {
 
 void tick_function::remove_prerequisite(tick_function& prerequisite) {
   if (!may_change("remove_prerequisite") || !links_) return;
+  std::unique_lock<std::mutex> guard;  // against a tick at either end destroyed off the game thread
+  if (manager_ != nullptr) guard = std::unique_lock(tick_access::state_of(*manager_).off_thread_guard);
   std::vector<tick_function*>& before = links_->prerequisites;
   auto found = std::find(before.begin(), before.end(), &prerequisite);
   if (found == before.end()) return;

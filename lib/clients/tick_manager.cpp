@@ -77,7 +77,9 @@ void tick_manager::state::add(tick_function& tick) {
   mark_changed();
   if (!tick_access::enabled(tick)) return;
   if (tick_access::interval(tick) > 0) heap_push(&slot);
-  if (in_frame) queue_new(slot);
+  // A tick runs at most once a frame: one that was part of this frame ticks from the next.
+  bool visited = std::find(visited_and_removed.begin(), visited_and_removed.end(), &tick) != visited_and_removed.end();
+  if (in_frame && !visited) queue_new(slot);
 }
 
 void tick_manager::state::queue_new(tick_slot& slot) {
@@ -96,35 +98,120 @@ ticks::member* tick_manager::state::member_this_frame(tick_slot& slot) {
   return &members[slot.member];
 }
 
-// wait_until_not_running returns once the unit that may run `slot` this frame is not running
-// it: called after the slot's member word was cleared, so a unit that starts later skips it
+// wait_until_not_running returns once `work` is not running. On the game thread it keeps
+// running the game thread's queue meanwhile: a tick of that unit may be waiting for it.
+// Called after a member word of the unit was cleared, so a unit that starts later skips it
 // (see unit::run_state).
-void tick_manager::state::wait_until_not_running(tick_slot& slot) {
-  const unit& work = units[slot.unit];
+void tick_manager::state::wait_until_not_running(const unit& work) {
   if (&work == running_unit) return;
+  bool game = on_game_thread();
   // seq_cst: the other half of the exchange of stores described at unit::run_state
-  while (work.run_state.load(std::memory_order_seq_cst) == 1) std::this_thread::yield();
+  while (work.run_state.load(std::memory_order_seq_cst) == 1) {
+    if (!game || pool->process_until_idle(game_named) == 0) std::this_thread::yield();
+  }
 }
 
-void tick_manager::state::remove(tick_function& tick) {
+// remove unregisters `tick` on the game thread. It never waits for a unit that is running the
+// tick unless the tick is being destroyed: the unit skips it if it has not reached it yet.
+void tick_manager::state::remove(tick_function& tick, bool destroying) {
   tick_slot& slot = slot_of(tick);
-  slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
-  if (ticks::member* running_it = member_this_frame(slot)) {
-    // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
-    running_it->word.store(0, std::memory_order_seq_cst);
-    wait_until_not_running(slot);
+  const unit* still_running = nullptr;
+  {
+    std::lock_guard guard(off_thread_guard);
+    slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
+    if (ticks::member* running_it = member_this_frame(slot)) {
+      // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
+      running_it->word.store(0, std::memory_order_seq_cst);
+      const unit& work = units[slot.unit];
+      if (work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit) still_running = &work;
+    }
+    if (in_frame && !destroying && (slot.in_schedule || slot.placed_frame == frame)) {
+      visited_and_removed.push_back(&tick);  // part of this frame already
+    }
+    heap_remove(&slot);
+    slot.registered = false;
+    if (slot.queued_new) {
+      slot.queued_new = false;
+      newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
+    }
+    retired_slots.push_back(slot.index);
+    tick_access::manager(tick) = nullptr;
+    tick_access::slot(tick) = nullptr;
+    --registered;
+    mark_changed();
+    if (still_running != nullptr && !destroying) {
+      retiring.emplace_back(&tick, still_running);
+      tick_access::slot(tick) = this;  // a later destruction finds the unit it waits for here
+    }
   }
-  heap_remove(&slot);
-  slot.registered = false;
-  if (slot.queued_new) {
-    slot.queued_new = false;
-    newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
+  if (destroying) {
+    if (still_running != nullptr) wait_until_not_running(*still_running);
+    forget_retiring(tick, true);
   }
-  retired_slots.push_back(slot.index);
-  tick_access::manager(tick) = nullptr;
-  tick_access::slot(tick) = nullptr;
-  --registered;
-  mark_changed();
+}
+
+// forget_retiring drops `tick` from the ticks unregistered while their unit ran, and from
+// those visited this frame; on its destruction (`wait`), it first waits for that unit.
+void tick_manager::state::forget_retiring(const tick_function& tick, bool wait) {
+  const unit* work = nullptr;
+  {
+    std::lock_guard guard(off_thread_guard);
+    auto found = std::find_if(retiring.begin(), retiring.end(), [&](const auto& entry) { return entry.first == &tick; });
+    if (found != retiring.end()) {
+      work = found->second;
+      retiring.erase(found);
+    }
+    std::erase(visited_and_removed, &tick);
+    if (work == nullptr || !wait) return;
+    off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
+  }
+  wait_until_not_running(*work);
+  // release: finish_frame's acquire load sees that this wait no longer reads the unit
+  off_thread_waiters.fetch_sub(1, std::memory_order_release);
+}
+
+// remove_off_thread unregisters a tick destroyed on a thread other than the game thread: its
+// member word is cleared at once (it never runs again), the destruction waits for a unit
+// running it on another thread, and the game thread retires the slot (drain_orphans).
+void tick_manager::state::remove_off_thread(tick_function& tick) {
+  tick_slot& slot = slot_of(tick);
+  const unit* still_running = nullptr;
+  {
+    std::lock_guard guard(off_thread_guard);
+    slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
+    if (ticks::member* running_it = member_this_frame(slot)) {
+      // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
+      running_it->word.store(0, std::memory_order_seq_cst);
+      const unit& work = units[slot.unit];
+      if (work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit) still_running = &work;
+    }
+    orphans.push_back(slot.index);
+    tick_access::manager(tick) = nullptr;
+    tick_access::slot(tick) = nullptr;
+    if (still_running == nullptr) return;
+    off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
+  }
+  wait_until_not_running(*still_running);
+  // release: finish_frame's acquire load sees that this wait no longer reads the unit
+  off_thread_waiters.fetch_sub(1, std::memory_order_release);
+}
+
+// drain_orphans retires the slots of ticks destroyed off the game thread (game thread).
+void tick_manager::state::drain_orphans() {
+  std::lock_guard guard(off_thread_guard);
+  for (std::uint32_t index : orphans) {
+    tick_slot& slot = slots[index];
+    heap_remove(&slot);
+    slot.registered = false;
+    if (slot.queued_new) {
+      slot.queued_new = false;
+      newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
+    }
+    retired_slots.push_back(slot.index);
+    --registered;
+    mark_changed();
+  }
+  orphans.clear();
 }
 
 void tick_manager::state::enable_changed(tick_function& tick) {
@@ -149,8 +236,10 @@ void tick_manager::state::enable_changed(tick_function& tick) {
     slot.expiry = ticks::run_at_next_visit;
     heap_push(&slot);
   }
-  bool in_this_frame = (slot.in_schedule && !slot.dynamic) || slot.placed_frame == frame;
-  if (in_frame && !in_this_frame) queue_new(slot);  // a scheduled one is checked when its unit runs
+  // A tick that was part of this frame is not queued again (its unit checks the word), also
+  // one that waits for an interval tick and was not placed this frame.
+  bool in_this_frame = slot.in_schedule || slot.placed_frame == frame;
+  if (in_frame && !in_this_frame) queue_new(slot);
 }
 
 void tick_manager::state::interval_changed(tick_function& tick, bool restart_cooldown) {
@@ -219,6 +308,8 @@ void tick_manager::start_frame(float delta_seconds, level_tick tick_type) {
   } else {
     s.game_named = *attached;
   }
+  s.drain_orphans();
+  std::lock_guard guard(s.off_thread_guard);  // the units and the slots' placement change
   s.in_frame = true;
   ++s.frame;
   s.now += static_cast<double>(delta_seconds);
@@ -344,7 +435,11 @@ tick_frame_stats tick_manager::last_frame_stats() const {
   return result;
 }
 
-std::size_t tick_manager::registered_count() const { return state_->registered; }
+std::size_t tick_manager::registered_count() const {
+  state& s = *state_;
+  if (s.on_game_thread()) s.drain_orphans();  // ticks destroyed on workers
+  return s.registered;
+}
 
 scheduler& tick_manager::owning_scheduler() const { return *state_->pool; }
 

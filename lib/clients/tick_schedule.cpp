@@ -376,6 +376,8 @@ void tick_manager::state::place_dynamic() {
 // than `context`, each in a unit of its own; prerequisites among them first.
 void tick_manager::state::queue_newly_spawned(ticking_group context) {
   if (newly_spawned.empty()) return;
+  drain_orphans();
+  std::lock_guard guard(off_thread_guard);  // units are added and slots placed
   std::vector<tick_slot*> spawned;
   spawned.swap(newly_spawned);
   std::vector<tick_slot*> ticking;

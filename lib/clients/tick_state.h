@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <utility>
 #include <string>
 #include <thread>
@@ -139,7 +140,8 @@ struct unit {
   bool launched = false;
   // 0 idle, 1 running, 2 done. The runner stores 1 (seq_cst) before it loads its members'
   // words; unregistration clears a word (seq_cst) before it loads this: one of the two sees
-  // the other, so a tick either is skipped or is waited for.
+  // the other, so a tick either is skipped or its unit is seen running (which a destruction
+  // waits out; an unregistration does not).
   std::atomic<std::uint8_t> run_state{0};
 };
 
@@ -150,9 +152,11 @@ extern thread_local const unit* running_unit;
 // report_tick_exception reports what a tick body threw; the frame goes on.
 [[gnu::cold]] void report_tick_exception(const tick_slot& slot, std::exception_ptr error);
 
-// name_of is a slot's tick function's name, for reports (game thread, registered slot).
-inline const std::string& name_of(const tick_slot& slot) {
-  return slot.function.load(std::memory_order_relaxed)->name();  // relaxed: the game thread's own store
+// name_of is a slot's tick function's name, for reports (game thread).
+inline std::string name_of(const tick_slot& slot) {
+  // relaxed: the game thread's own store, or a destruction's under the manager's guard
+  const tick_function* tick = slot.function.load(std::memory_order_relaxed);
+  return tick != nullptr ? tick->name() : std::string("(destroyed)");
 }
 
 // cycle_report is one cycle the build broke.
@@ -173,6 +177,20 @@ struct tick_manager::state {
   std::deque<ticks::tick_slot> slots;
   std::vector<std::uint32_t> free_slots;
   std::vector<std::uint32_t> retired_slots;  // free once the schedule is rebuilt
+  // Guards what a tick destroyed off the game thread reads and writes (the units, the
+  // placement of slots, prerequisite edges, orphans): taken by such a destruction, and by the
+  // game thread where it changes those during a frame. Never held while a tick runs.
+  std::mutex off_thread_guard;
+  // Slots of ticks destroyed off the game thread, retired by the game thread (drain_orphans).
+  std::vector<std::uint32_t> orphans;
+  // Ticks unregistered this frame while a unit that may run them was running: a destruction
+  // waits for that unit. Such a tick's slot_ points at this state until the frame ends.
+  std::vector<std::pair<tick_function*, const ticks::unit*>> retiring;
+  // Ticks that were part of this frame and were unregistered: registered again in the same
+  // frame, they tick from the next one (a tick runs at most once a frame).
+  std::vector<const tick_function*> visited_and_removed;
+  // Destructions off the game thread waiting for a unit: the frame keeps its units until none.
+  std::atomic<int> off_thread_waiters{0};
   std::size_t registered = 0;
   std::uint64_t registrations = 0;  // registrations so far, numbering the slots' registration
   std::vector<std::pair<std::uint64_t, std::uint32_t>> pause_order;  // run_pause_frame's scratch
@@ -228,12 +246,15 @@ struct tick_manager::state {
 
   // Registration (tick_manager.cpp).
   void add(tick_function& tick);
-  void remove(tick_function& tick);
+  void remove(tick_function& tick, bool destroying);
+  void remove_off_thread(tick_function& tick);
+  void forget_retiring(const tick_function& tick, bool wait);
+  void drain_orphans();
   void enable_changed(tick_function& tick);
   void interval_changed(tick_function& tick, bool restart_cooldown);
   void queue_new(ticks::tick_slot& slot);
   ticks::member* member_this_frame(ticks::tick_slot& slot);
-  void wait_until_not_running(ticks::tick_slot& slot);
+  void wait_until_not_running(const ticks::unit& work);
 
   // Cooldowns (tick_schedule.cpp).
   void heap_push(ticks::tick_slot* slot);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +23,10 @@ struct world::state {
   float dilation = 1.f;
   bool in_tick = false;
   // Tickables in creation order; a slot is nulled when its object goes during the pass and
-  // compacted after it. Objects made during the pass wait in `arrived` until it ends.
+  // compacted after it. Objects made during the pass wait in `arrived` until it ends. The
+  // guard orders a destruction on another thread against the game thread's creations and
+  // its pass, which reads each entry under it (the pass is not a tick hot path).
+  std::mutex tickables_guard;
   std::vector<tickable_object*> tickables;
   std::vector<tickable_object*> arrived;
   bool ticking_tickables = false;
@@ -60,13 +65,14 @@ tickable_object::tickable_object(world& owner, enum tickable_tick_type type) : w
     world_ = nullptr;
     return;
   }
+  std::lock_guard guard(s.tickables_guard);
   (s.ticking_tickables ? s.arrived : s.tickables).push_back(this);
 }
 
 tickable_object::~tickable_object() {
   if (world_ == nullptr) return;
   world::state& s = *world_->state_;
-  if (!s.on_game_thread()) report_misuse("tickable_object: destroyed on a thread other than its world's game thread");
+  std::lock_guard guard(s.tickables_guard);
   auto gone = [this](std::vector<tickable_object*>& list, bool null_it) {
     auto found = std::find(list.begin(), list.end(), this);
     if (found == list.end()) return;
@@ -87,9 +93,17 @@ bool tickable_object::is_tickable_when_paused() const { return false; }
 void tickable_object::set_tickable_tick_type(enum tickable_tick_type type) { type_ = type; }
 
 void world::state::tick_tickables(float delta) {
-  ticking_tickables = true;
-  for (std::size_t index = 0; index < tickables.size(); ++index) {
-    tickable_object* object = tickables[index];
+  {
+    std::lock_guard guard(tickables_guard);
+    ticking_tickables = true;
+  }
+  for (std::size_t index = 0;; ++index) {
+    tickable_object* object = nullptr;
+    {
+      std::lock_guard guard(tickables_guard);
+      if (index >= tickables.size()) break;
+      object = tickables[index];
+    }
     if (object == nullptr) continue;
     if (paused && !object->is_tickable_when_paused()) continue;
     switch (object->tick_type()) {
@@ -105,6 +119,7 @@ void world::state::tick_tickables(float delta) {
       report_exception("a tickable object", std::current_exception());
     }
   }
+  std::lock_guard guard(tickables_guard);
   ticking_tickables = false;
   std::erase(tickables, nullptr);
   tickables.insert(tickables.end(), arrived.begin(), arrived.end());
@@ -117,6 +132,7 @@ world::world(scheduler& pool, tick_manager_options options)
     : state_(std::make_unique<state>(pool, options)) {}
 
 world::~world() {
+  std::lock_guard guard(state_->tickables_guard);
   for (tickable_object* object : state_->tickables) {
     if (object != nullptr) object->world_ = nullptr;
   }
@@ -141,11 +157,19 @@ void world::tick(float delta_seconds, level_tick tick_type) {
     report_misuse("world::tick: delta_seconds must be finite and >= 0; refused");
     return;
   }
+  float delta = delta_seconds * s.dilation;
+  if (std::isinf(delta)) {
+    std::ostringstream text;
+    text << "world::tick: the scaled delta (delta_seconds " << delta_seconds << " times the time dilation "
+         << s.dilation << ") overflows to infinity; the frame is refused";
+    report_misuse(text.str());
+    return;
+  }
   s.in_tick = true;
   trace::client_scope traced("frame", s.frames + 1);
-  float delta = delta_seconds * s.dilation;
   ++s.frames;
   bool paused = s.paused;
+  // A time-only frame (Unreal's LEVELTICK_TimeOnly) runs neither tick functions nor timers.
   bool doing_ticks = tick_type != level_tick::time_only && !paused;
   if (doing_ticks) {
     s.ticks.start_frame(delta, tick_type);
@@ -157,7 +181,7 @@ void world::tick(float delta_seconds, level_tick tick_type) {
   } else if (paused) {
     s.ticks.run_pause_frame(delta);
   }
-  if (!paused) {
+  if (doing_ticks) {
     try {
       trace::client_scope timers("timers");
       s.timers.tick(delta);

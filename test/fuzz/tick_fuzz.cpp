@@ -58,28 +58,29 @@ struct tick_run {
   tick_run(const tick_program& program, scheduler& pool)
       : program(program),
         manager(pool, tick_manager_options{program.cache_schedule, program.allow_batching, true, 101}) {
+    for (std::size_t i = 0; i < program.ticks.size(); ++i) ticks.push_back(make_tick(static_cast<int>(i), program.ticks[i]));
     for (std::size_t i = 0; i < program.ticks.size(); ++i) {
-      int index = static_cast<int>(i);
-      ticks.push_back(std::make_unique<tick_function>("t" + std::to_string(i), [this, index](float dt, level_tick type) {
-        body(index, dt, type);
-      }));
-    }
-    for (std::size_t i = 0; i < program.ticks.size(); ++i) {
-      const tick_settings& s = program.ticks[i];
-      tick_function& t = *ticks[i];
-      t.set_tick_group(s.group);
-      t.set_end_tick_group(s.end_group);
-      t.set_tick_interval(s.interval);
-      t.set_tick_function_enable(s.enabled);
-      t.set_high_priority(s.high_priority);
-      t.set_run_on_any_thread(s.any_thread);
-      t.set_allow_tick_batching(s.batching);
-      t.set_tick_even_when_paused(s.when_paused);
-      for (int p : s.prerequisites) t.add_prerequisite(*ticks[static_cast<std::size_t>(p)]);
+      for (int p : program.ticks[i].prerequisites) ticks[i]->add_prerequisite(*ticks[static_cast<std::size_t>(p)]);
     }
     for (std::size_t i = 0; i < program.ticks.size(); ++i) {
       if (program.ticks[i].registered) ticks[i]->register_tick_function(manager);
     }
+  }
+
+  // make_tick makes tick `index`, unregistered and without edges, with `s`'s settings.
+  std::unique_ptr<tick_function> make_tick(int index, const tick_settings& s) {
+    auto made = std::make_unique<tick_function>("t" + std::to_string(index), [this, index](float dt, level_tick type) {
+      body(index, dt, type);  // the last thing: the body may destroy this tick function
+    });
+    made->set_tick_group(s.group);
+    made->set_end_tick_group(s.end_group);
+    made->set_tick_interval(s.interval);
+    made->set_tick_function_enable(s.enabled);
+    made->set_high_priority(s.high_priority);
+    made->set_run_on_any_thread(s.any_thread);
+    made->set_allow_tick_batching(s.batching);
+    made->set_tick_even_when_paused(s.when_paused);
+    return made;
   }
 
   void body(int index, float dt, level_tick type) {
@@ -97,6 +98,15 @@ struct tick_run {
         case mid_frame_change::kind::enable: target.set_tick_function_enable(true); break;
         case mid_frame_change::kind::unregister: target.unregister_tick_function(); break;
         case mid_frame_change::kind::register_again: target.register_tick_function(manager); break;
+        case mid_frame_change::kind::disable_and_enable:
+          target.set_tick_function_enable(false);
+          target.set_tick_function_enable(true);
+          break;
+        case mid_frame_change::kind::unregister_and_register:
+          target.unregister_tick_function();
+          target.register_tick_function(manager);
+          break;
+        case mid_frame_change::kind::destroy_self: ticks[at].reset(); break;  // on a worker, if it runs there
       }
     }
     record.ends[at] = record.clock.fetch_add(1);
@@ -141,7 +151,7 @@ std::size_t done_by(ticking_group end) {
 }
 
 void check_normal_frame(const tick_program& program, tick_model& model, tick_run& run, const std::vector<tick_expectation>& expected,
-                        std::size_t frame_index, std::size_t reports_expected_misuse, std::vector<diagnostic_capture::entry>& reports) {
+                        level_tick type, std::size_t frame_index, std::size_t reports_expected_misuse, std::vector<diagnostic_capture::entry>& reports) {
   const frame_record& record = run.record;
   std::string where = "frame " + std::to_string(frame_index) + ": ";
   std::size_t ran = 0, thrown = 0;
@@ -157,7 +167,7 @@ void check_normal_frame(const tick_program& program, tick_model& model, tick_run
       case run_expectation::may_run: expect(runs <= 1, tick + "ran " + std::to_string(runs) + " times, expected at most once\n" + describe(program)); break;
     }
     if (runs == 0) continue;
-    expect(record.types[i].load() == level_tick::all, tick + "got the wrong level_tick\n" + describe(program));
+    expect(record.types[i].load() == type, tick + "got the wrong level_tick\n" + describe(program));
     if (!want.scheduled) {
       if (record.during.actor >= 0) {
         expect(record.starts[i].load() > record.starts[static_cast<std::size_t>(record.during.actor)].load(),
@@ -219,7 +229,8 @@ void run_program(const tick_program& program) {
       expect(misuse == refused && reports.size() == refused + thrown, "pause frame " + std::to_string(f) + ": wrong diagnostics\n" + describe(program));
       continue;
     }
-    run.manager.start_frame(frame.delta);
+    level_tick type = frame.time_only ? level_tick::time_only : level_tick::all;
+    run.manager.start_frame(frame.delta, type);
     std::vector<tick_expectation> expected = model.start_frame(frame);
     for (std::size_t i = 0; i < program.ticks.size(); ++i) {
       if (!expected[i].scheduled) continue;
@@ -230,13 +241,14 @@ void run_program(const tick_program& program) {
                  std::string(to_string(expected[i].start)) + ".." + std::string(to_string(expected[i].end)) + "\n" + describe(program));
     }
     // The actor changes something only if it surely runs on the game thread this frame:
-    // changes from other threads are refused.
+    // changes from other threads are refused. Destroying itself, any thread will do.
     int actor = frame.during.actor;
     if (actor >= 0) {
       const tick_settings& s = model.settings(actor);
       auto at = static_cast<std::size_t>(actor);
       bool on_game_thread = !(s.any_thread && program.workers > 0 && expected[at].start == s.group);
-      if (expected[at].run == run_expectation::must_run && on_game_thread) {
+      bool any_thread_will_do = frame.during.what == mid_frame_change::kind::destroy_self;
+      if (expected[at].run == run_expectation::must_run && (on_game_thread || any_thread_will_do)) {
         run.record.during = frame.during;
         model.mid_frame(frame, expected);
       }
@@ -248,7 +260,10 @@ void run_program(const tick_program& program) {
     }
     run.manager.end_frame();
     auto reports = diagnostics.take();
-    check_normal_frame(program, model, run, expected, f, refused, reports);
+    check_normal_frame(program, model, run, expected, type, f, refused, reports);
+    for (std::size_t i = 0; i < run.ticks.size(); ++i) {  // a tick that destroyed itself comes back, unregistered
+      if (!run.ticks[i]) run.ticks[i] = run.make_tick(static_cast<int>(i), model.settings(static_cast<int>(i)));
+    }
     expect(run.manager.registered_count() == model.registered_count(), "registered_count differs\n" + describe(program));
   }
 }

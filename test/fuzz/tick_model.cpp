@@ -62,15 +62,21 @@ tick_program decode_ticks(input_decoder& in) {
   while (!in.empty() && program.frames.size() < 10) {
     tick_frame frame;
     frame.paused = in.chance(32);
+    frame.time_only = !frame.paused && in.chance(32);
     frame.delta = in.pick({1.f / 60, 0.05f, 0.1f, 0.3f, 0.f});
     unsigned changes = in.below(4);
     for (unsigned k = 0; k < changes; ++k) frame.before.push_back(decode_change(in, count));
     if (in.chance(128)) {
-      frame.during.what = in.pick({mid_frame_change::kind::disable, mid_frame_change::kind::enable,
-                                   mid_frame_change::kind::unregister, mid_frame_change::kind::register_again});
+      using kind = mid_frame_change::kind;
+      frame.during.what = in.pick({kind::disable, kind::enable, kind::unregister, kind::register_again,
+                                   kind::disable_and_enable, kind::unregister_and_register, kind::destroy_self});
       frame.during.actor = static_cast<int>(in.below(static_cast<unsigned>(count)));
       frame.during.target = static_cast<int>(in.below(static_cast<unsigned>(count)));
-      if (frame.during.target == frame.during.actor) frame.during.actor = -1;
+      if (frame.during.what == kind::destroy_self) {
+        frame.during.target = frame.during.actor;
+      } else if (frame.during.target == frame.during.actor) {
+        frame.during.actor = -1;
+      }
     }
     program.frames.push_back(frame);
   }
@@ -103,6 +109,12 @@ void tick_model::set_enabled(int tick, bool enabled) {
   } else {
     cooldowns_[at].expiry = -std::numeric_limits<double>::infinity();
   }
+}
+
+void tick_model::destroy(int tick) {
+  set_registered(tick, false);
+  ticks_[static_cast<std::size_t>(tick)].prerequisites.clear();
+  for (tick_settings& other : ticks_) std::erase(other.prerequisites, tick);
 }
 
 void tick_model::run_now(int tick) {
@@ -231,6 +243,46 @@ void tick_model::mid_frame(const tick_frame& frame, std::vector<tick_expectation
         set_registered(change.target, false);
       }
       break;
+    case mid_frame_change::kind::disable_and_enable:
+    case mid_frame_change::kind::unregister_and_register: {
+      bool was_on = ticks_[target].registered && ticks_[target].enabled;
+      if (!was_on) {  // the first half does nothing: the second adds it, as enable or register_again
+        bool enabling = change.what == mid_frame_change::kind::disable_and_enable;
+        bool adds = enabling ? ticks_[target].registered : ticks_[target].enabled;
+        if (enabling) {
+          set_enabled(change.target, true);
+        } else {
+          set_registered(change.target, true);
+        }
+        if (adds) {
+          mine.run = run_expectation::must_run;
+          mine.scheduled = false;
+          run_now(change.target);
+        }
+        break;
+      }
+      // Part of this frame: re-enabled before its turn it runs in its place; registered again
+      // it ticks from the next frame (at most once a frame); what runs meanwhile may do either.
+      if (mine.run == run_expectation::must_run && !reaches(change.target, change.actor, expected)) {
+        bool waits_for_actor = reaches(change.actor, change.target, expected);
+        if (change.what == mid_frame_change::kind::unregister_and_register) {
+          mine.run = waits_for_actor ? run_expectation::must_not_run : run_expectation::may_run;
+        } else if (!waits_for_actor) {
+          mine.run = run_expectation::may_run;
+        }
+      }
+      if (change.what == mid_frame_change::kind::disable_and_enable) {
+        set_enabled(change.target, false);
+        set_enabled(change.target, true);
+      } else {
+        set_registered(change.target, false);
+        set_registered(change.target, true);
+      }
+      break;
+    }
+    case mid_frame_change::kind::destroy_self:
+      destroy(change.target);  // it ran (it is the actor); what waits for it still runs
+      break;
     case mid_frame_change::kind::enable:
     case mid_frame_change::kind::register_again: {
       bool was_off = change.what == mid_frame_change::kind::enable
@@ -282,7 +334,7 @@ std::string describe(const tick_program& program) {
   }
   for (std::size_t f = 0; f < program.frames.size(); ++f) {
     const tick_frame& frame = program.frames[f];
-    text += "  frame " + std::to_string(f) + (frame.paused ? " paused" : "") + " delta " + std::to_string(frame.delta);
+    text += "  frame " + std::to_string(f) + (frame.paused ? " paused" : "") + (frame.time_only ? " time_only" : "") + " delta " + std::to_string(frame.delta);
     for (const tick_change& c : frame.before) {
       text += " [change " + std::to_string(static_cast<int>(c.kind)) + " tick " + std::to_string(c.tick) + " other " +
               std::to_string(c.other) + " group " + std::string(to_string(c.group)) + " interval " +

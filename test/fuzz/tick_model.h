@@ -56,15 +56,25 @@ struct tick_change {
   float interval = 0;
 };
 
-// A change made from inside the body of `actor` (a game-thread tick) while it runs.
+// A change made from inside the body of `actor` while it runs: a game-thread tick, except
+// destroy_self, which any tick may do (on a worker too), with `target` == `actor`.
 struct mid_frame_change {
-  enum class kind : std::uint8_t { disable, enable, unregister, register_again } what = kind::disable;
+  enum class kind : std::uint8_t {
+    disable,
+    enable,
+    unregister,
+    register_again,
+    disable_and_enable,          // both, one after the other
+    unregister_and_register,     // both: it ticks again from the next frame
+    destroy_self                 // the harness makes a fresh, unregistered one after the frame
+  } what = kind::disable;
   int actor = -1;  // -1: none this frame
   int target = 0;
 };
 
 struct tick_frame {
   bool paused = false;
+  bool time_only = false;  // level_tick::time_only, handed to every tick
   float delta = 0;
   std::vector<tick_change> before;  // made on the game thread before the frame
   mid_frame_change during;
@@ -120,6 +130,7 @@ class tick_model {
   };
   void set_registered(int tick, bool registered);
   void set_enabled(int tick, bool enabled);
+  void destroy(int tick);  // unregistered, its edges both ways gone
   void run_now(int tick);  // an interval tick running outside the frame's start (mid-frame)
   bool reaches(int from, int to, const std::vector<tick_expectation>& expected) const;
 
