@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Doxygen's INPUT_FILTER for magpie's public headers (tools/docs.sh, docs/Doxyfile).
+
+The headers document each declaration with a plain `//` block directly above it whose first
+sentence starts with the declared name, and a field with a `//` comment at the end of its
+line. Doxygen reads only `///`-style comments, so this filter turns, at namespace and class
+scope (never inside a function body):
+  * the block above a declaration into `///` lines;
+  * a comment at the end of a declaration's line into `///<`;
+  * the block at the top of a file, before `#pragma once`, into the file's description;
+  * a block that documents several declarations at once (overloads, a pair of
+    constructors) into the documentation of each of them: the later ones get a copy.
+A block followed by a blank line is a section comment and stays plain. Inside converted text,
+`<` outside backticks is escaped (prose such as task<int> is not HTML) and lines indented as
+code become Markdown code blocks. The output has as many lines as the input, so Doxygen's
+warnings name the header's own line numbers.
+  tools/doxygen_filter.py HEADER
+"""
+import re
+import sys
+
+SCOPE_OPENER = re.compile(
+    r"^(template\s*<.*>\s*)?(\[\[[^\]]*\]\]\s*)?"
+    r"(inline\s+)?(namespace|class|struct|union|enum(\s+class|\s+struct)?)\b")
+ACCESS = re.compile(r"^\s*(public|private|protected)\s*:")
+COMMENT_LINE = re.compile(r"^(\s*)//(?![/!])(.*)$")
+
+
+def comment_start(line):
+    """comment_start returns where the line's `//` comment starts (its length if none)."""
+    i = 0
+    quote = None
+    while i < len(line):
+        char = line[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif line.startswith("//", i):
+            return i
+        i += 1
+    return len(line)
+
+
+def code_of(line):
+    """code_of returns the line without string and character literals and comments."""
+    line = line[:comment_start(line)]
+    line = re.sub(r'"(\\.|[^"\\])*"', '""', line)
+    return re.sub(r"'(\\.|[^'\\])*'", "''", line)
+
+
+def escape_prose(text):
+    """escape_prose escapes `<` outside backtick spans, so Doxygen reads no HTML tags."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", r"\<").replace(">", r"\>")
+    return "`".join(parts)
+
+
+def doc_text(body, in_code):
+    """doc_text turns the text after `//` into Doxygen text; code lines stay verbatim."""
+    if re.match(r"^ {3,}\S", body):
+        return "    " + body, True
+    if body.strip() == "":
+        return body, False
+    return escape_prose(body), False
+
+
+def convert_block(lines, marker):
+    """convert_block turns a run of `//` lines into `marker` lines."""
+    out = []
+    in_code = False
+    for line in lines:
+        match = COMMENT_LINE.match(line)
+        indent, body = match.group(1), match.group(2)
+        text, in_code = doc_text(body, in_code)
+        out.append(f"{indent}{marker}{text}")
+    return out
+
+
+class Scopes:
+    """Scopes tracks the braces: which of the open ones are namespaces or classes."""
+
+    def __init__(self):
+        self.stack = []      # True: a namespace/class/enum scope; False: a body or initializer
+        self.statement = ""  # code since the last ; { or }
+
+    def at_declaration_scope(self):
+        return all(self.stack)
+
+    def depth(self):
+        return len(self.stack)
+
+    def feed(self, line):
+        if line.strip().startswith("#"):
+            return
+        for char in code_of(line):
+            if char == "{":
+                self.stack.append(bool(SCOPE_OPENER.match(self.statement.strip())) or
+                                  self.statement.strip().startswith('extern "C"'))
+                self.statement = ""
+            elif char == "}":
+                if self.stack:
+                    self.stack.pop()
+                self.statement = ""
+            elif char == ";":
+                self.statement = ""
+            else:
+                self.statement += char
+        self.statement += " "
+
+
+def declaration_run(lines, start, scopes_depth):
+    """declaration_run returns (end, starts, opens_scope) for the declarations from `start`:
+    the lines up to a blank line, a comment, an access label, a preprocessor line or the end
+    of the enclosing scope; starts holds the first line of each declaration in it."""
+    probe = Scopes()
+    probe.stack = [True] * scopes_depth
+    starts = [start]
+    ended = False
+    opens_scope = False
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if (i > start and probe.depth() == scopes_depth and
+                (stripped == "" or stripped.startswith("//") or stripped.startswith("#") or
+                 ACCESS.match(line) or stripped.startswith("}"))):
+            break
+        if ended and stripped:
+            starts.append(i)
+            ended = False
+        for char in code_of(line):
+            if char == "{":
+                opening = probe.statement.strip()
+                is_scope = bool(SCOPE_OPENER.match(opening))
+                if probe.depth() == scopes_depth and is_scope:
+                    opens_scope = True
+                probe.stack.append(is_scope)
+                probe.statement = ""
+            elif char == "}":
+                probe.stack.pop()
+                probe.statement = ""
+                if probe.depth() == scopes_depth:
+                    ended = True
+            elif char == ";":
+                if probe.depth() == scopes_depth:
+                    ended = True
+                probe.statement = ""
+            else:
+                probe.statement += char
+        probe.statement += " "
+        if probe.depth() < scopes_depth:
+            break
+        i += 1
+    if starts and starts[-1] >= i:
+        starts.pop()
+    return i, starts, opens_scope
+
+
+def filter_header(text):
+    lines = text.split("\n")
+    out = list(lines)
+    scopes = Scopes()
+    copies = {}
+    i = 0
+    seen_code = False
+    while i < len(lines):
+        line = lines[i]
+        if COMMENT_LINE.match(line):
+            j = i
+            while j < len(lines) and COMMENT_LINE.match(lines[j]):
+                j += 1
+            block = lines[i:j]
+            following = lines[j].strip() if j < len(lines) else ""
+            if not seen_code and (following == "" or following.startswith("#pragma")):
+                if following.startswith("#pragma") or i == 0:
+                    converted = convert_block(block, "///")
+                    # \file takes a name from the rest of its line: it ends the last line
+                    converted[-1] += " \\file"
+                    out[i:j] = converted
+                    for line_no in range(i, j):
+                        scopes.feed(lines[line_no])
+                    i = j
+                    continue
+            if (scopes.at_declaration_scope() and following and not following.startswith("#")
+                    and not following.startswith("}") and not ACCESS.match(lines[j])
+                    and not following.startswith("//")):
+                converted = convert_block(block, "///")
+                end, starts, opens_scope = declaration_run(lines, j, scopes.depth())
+                if len(starts) > 1 and not opens_scope:
+                    # The block documents each declaration of the run: the later ones get
+                    # a copy on their first line, which keeps the line count.
+                    copy = " ".join(COMMENT_LINE.match(line).group(2).strip() for line in block)
+                    copy = escape_prose(copy).replace("*/", "* /")
+                    for first in starts[1:]:
+                        copies[first] = f"/** {copy} */ "
+                out[i:j] = converted
+            for line_no in range(i, j):
+                scopes.feed(lines[line_no])
+            i = j
+            continue
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            seen_code = True
+        if scopes.at_declaration_scope() and "//" in line and not stripped.startswith("//"):
+            start = comment_start(line)
+            code, comment = line[:start], line[start:]
+            if comment.startswith("//") and not comment.startswith("///") and code.strip() and \
+                    re.search(r"[;,{]\s*$|^\s*\w+\s*(=\s*[^,]*)?,?\s*$", code_of(code)):
+                out[i] = code + "///<" + escape_prose(comment[2:])
+        scopes.feed(line)
+        i += 1
+    for first, copy in copies.items():
+        indent = len(out[first]) - len(out[first].lstrip())
+        out[first] = out[first][:indent] + copy + out[first][indent:]
+    return "\n".join(out)
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as header:
+        sys.stdout.write(filter_header(header.read()))
+
+
+if __name__ == "__main__":
+    main()
