@@ -8,13 +8,16 @@ scope (never inside a function body):
   * the block above a declaration into `///` lines;
   * a comment at the end of a declaration's line into `///<`;
   * the block at the top of a file, before `#pragma once`, into the file's description;
+  * `protected:` into `private:` (protected members serve magpie's own layers);
   * a block that documents several declarations at once (overloads, a pair of
-    constructors) into the documentation of each of them: the later ones get a copy.
+    constructors) into the documentation of each of them: the later declarations of the
+    name the block starts with get a copy.
 A block followed by a blank line is a section comment and stays plain. Inside converted text,
 `<` outside backticks is escaped (prose such as task<int> is not HTML) and lines indented as
 code become Markdown code blocks. The output has as many lines as the input, so Doxygen's
 warnings name the header's own line numbers.
-  tools/doxygen_filter.py HEADER
+In Markdown pages (README.md, docs/*.md) it joins code spans broken across lines.
+  tools/doxygen_filter.py HEADER-OR-PAGE
 """
 import re
 import sys
@@ -23,6 +26,10 @@ SCOPE_OPENER = re.compile(
     r"^(template\s*<.*>\s*)?(\[\[[^\]]*\]\]\s*)?"
     r"(inline\s+)?(namespace|class|struct|union|enum(\s+class|\s+struct)?)\b")
 ACCESS = re.compile(r"^\s*(public|private|protected)\s*:")
+# A declared name as a comment starts with it: `f`, `f(args)`, `operator=`, `operator[]`;
+# NAMES is a list of them, "a, b and c".
+NAME = r"(?:operator(?:\(\)|\[\]|[^\s(,]+)|[~\w]+)(?:\([^)]*\))?"
+NAMES = rf"{NAME}(?:(?:,\s*|\s+and\s+){NAME})*"
 COMMENT_LINE = re.compile(r"^(\s*)//(?![/!])(.*)$")
 
 
@@ -97,7 +104,7 @@ class Scopes:
     def feed(self, line):
         if line.strip().startswith("#"):
             return
-        for char in code_of(line):
+        for char in ACCESS.sub("", code_of(line)):
             if char == "{":
                 self.stack.append(bool(SCOPE_OPENER.match(self.statement.strip())) or
                                   self.statement.strip().startswith('extern "C"'))
@@ -170,6 +177,10 @@ def filter_header(text):
     seen_code = False
     while i < len(lines):
         line = lines[i]
+        if re.match(r"^\s*protected\s*:", line):
+            # Protected members serve magpie's own derived classes (the compat layer's
+            # handles), not users: the reference leaves them out as it does private ones.
+            out[i] = line.replace("protected", "private", 1)
         if COMMENT_LINE.match(line):
             j = i
             while j < len(lines) and COMMENT_LINE.match(lines[j]):
@@ -195,9 +206,22 @@ def filter_header(text):
                     # The block documents each declaration of the run: the later ones get
                     # a copy on their first line, which keeps the line count.
                     copy = " ".join(COMMENT_LINE.match(line).group(2).strip() for line in block)
+                    # the names the block starts with: "a", or "a, b and c"
+                    leading = re.match(NAMES, copy)
+                    names = [re.sub(r"(?<=\w)\(.*\)$", "", name)
+                             for name in re.split(r",\s*|\s+and\s+", leading.group(0))] if leading else []
                     copy = escape_prose(copy).replace("*/", "* /")
                     for first in starts[1:]:
-                        copies[first] = f"/** {copy} */ "
+                        # only overloads of the name the block starts with, and only lines
+                        # without a comment of their own
+                        declaration = code_of(lines[first])
+                        if declaration.strip().startswith("template") and first + 1 < len(lines):
+                            declaration += " " + code_of(lines[first + 1])
+                        if any(re.search(r"(?<![\w~])" + re.escape(name) + r"\s*\(|\busing\s+" +
+                                         re.escape(name) + r"\b", declaration)
+                               for name in names) and \
+                                comment_start(lines[first]) == len(lines[first]):
+                            copies[first] = f"/** {copy} */ "
                 out[i:j] = converted
             for line_no in range(i, j):
                 scopes.feed(lines[line_no])
@@ -220,9 +244,51 @@ def filter_header(text):
     return "\n".join(out)
 
 
+def filter_markdown(text):
+    """filter_markdown joins a code span broken across two lines of a paragraph (Doxygen
+    reads code spans within one line only) and pays the line back with a blank line at the
+    paragraph's end, so line numbers stay right outside the paragraph; and doubles the
+    backticks of a code span holding a quote."""
+    lines = text.split("\n")
+    out = []
+    owed = 0
+    fenced = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if line.strip() == "":
+            out.extend([""] * owed)
+            owed = 0
+        if (not fenced and line.count("`") % 2 == 1 and i + 1 < len(lines) and
+                lines[i + 1].strip() and lines[i + 1].count("`") % 2 == 1):
+            out.append(line.rstrip() + " " + lines[i + 1].lstrip())
+            owed += 1
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    out.extend([""] * owed)
+    # Doxygen ends a single-backtick code span at a quote inside it; doubled backticks hold.
+    return "\n".join(double_quoted_spans(line) for line in out)
+
+
+def double_quoted_spans(line):
+    """double_quoted_spans doubles the backticks of each code span of the line that holds a
+    quote; lines with doubled backticks already, or an odd count, are left alone."""
+    if "``" in line or line.count("`") % 2 == 1:
+        return line
+    parts = line.split("`")
+    for i in range(1, len(parts), 2):
+        parts[i] = f"`{parts[i]}`" if "'" in parts[i] else parts[i]
+    return "`".join(parts)
+
+
 def main():
-    with open(sys.argv[1], encoding="utf-8") as header:
-        sys.stdout.write(filter_header(header.read()))
+    with open(sys.argv[1], encoding="utf-8") as source:
+        text = source.read()
+    sys.stdout.write(filter_markdown(text) if sys.argv[1].endswith(".md") else filter_header(text))
 
 
 if __name__ == "__main__":
