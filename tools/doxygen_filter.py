@@ -67,24 +67,20 @@ def escape_prose(text):
     return "`".join(parts)
 
 
-def doc_text(body, in_code):
-    """doc_text turns the text after `//` into Doxygen text; code lines stay verbatim."""
+def doc_text(body):
+    """doc_text turns the text after `//` into Doxygen text: a line indented as code (three
+    spaces or more) becomes a Markdown code line, verbatim; prose is escaped."""
     if re.match(r"^ {3,}\S", body):
-        return "    " + body, True
-    if body.strip() == "":
-        return body, False
-    return escape_prose(body), False
+        return "    " + body
+    return escape_prose(body)
 
 
 def convert_block(lines, marker):
     """convert_block turns a run of `//` lines into `marker` lines."""
     out = []
-    in_code = False
     for line in lines:
         match = COMMENT_LINE.match(line)
-        indent, body = match.group(1), match.group(2)
-        text, in_code = doc_text(body, in_code)
-        out.append(f"{indent}{marker}{text}")
+        out.append(f"{match.group(1)}{marker}{doc_text(match.group(2))}")
     return out
 
 
@@ -169,6 +165,7 @@ def declaration_run(lines, start, scopes_depth):
 
 
 def filter_header(text):
+    """filter_header is the header as Doxygen should read it (see the module's docstring)."""
     lines = text.split("\n")
     out = list(lines)
     scopes = Scopes()
