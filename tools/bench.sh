@@ -64,7 +64,7 @@ rounds=${rounds:-$default_rounds}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --rounds needs a positive count" >&2; exit 2; }
 
 dir=${BENCH_BUILD_DIR:-build/release}  # BENCH_BUILD_DIR: another build folder (it gets the same options)
-setup_flags=(--buildtype=release -Dtests=false -Dbench=true "-Db_lto=$lto")
+setup_flags=(--buildtype=release -Dwerror=true -Dtests=false -Dbench=true "-Db_lto=$lto")
 if [ -n "$taskflow_dir" ]; then setup_flags+=("-Dtaskflow_dir=$taskflow_dir"); fi
 if [ -n "$libfork_dir" ]; then setup_flags+=("-Dlibfork_dir=$(realpath "$libfork_dir")"); fi
 if [ -f "$dir/build.ninja" ]; then

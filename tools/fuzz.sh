@@ -24,7 +24,7 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 if [ ! -f "$dir/build.ninja" ]; then
-  CXX=clang++ meson setup "$dir" --buildtype=debugoptimized -Db_sanitize=address,undefined \
+  CXX=clang++ meson setup "$dir" --buildtype=debugoptimized -Dwerror=true -Db_sanitize=address,undefined \
     -Dcpp_args=-fno-sanitize-recover=all -Dfuzz=enabled -Dtests=false -Dbench=false \
     -Dexamples=false -Dmodels=disabled >/dev/null
 fi

@@ -1,24 +1,80 @@
 #!/usr/bin/env bash
-# install-check.sh <build dir>: installs that build into a scratch prefix and builds two
-# small consumers against it — one with CMake's find_package(magpie), one with pkg-config.
+# install-check.sh <build dir> [route...]: builds and runs test/install/consumer.cpp, a first
+# program, through each documented way of using magpie:
+#   package          meson install of <build dir> into a scratch prefix, then CMake's
+#                    find_package(magpie)
+#   pkg-config       the same install, then `c++ $(pkg-config --cflags --libs magpie)`, with
+#                    only magpie's own .pc file visible and no -std flag of the consumer's
+#   meson-subproject a consumer meson project with subprojects/magpie linked to the checkout
+#   add-subdirectory a consumer CMake project with add_subdirectory(<checkout>)
+#   fetchcontent     a consumer CMake project with FetchContent from the checkout
+# With no route named, all of them.
 set -euo pipefail
-build=$(realpath "$1")
+build=$(realpath "$1"); shift
+routes=("$@")
+[ ${#routes[@]} -eq 0 ] && routes=(package pkg-config meson-subproject add-subdirectory fetchcontent)
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+jobs=${MAGPIE_INSTALL_CHECK_JOBS:-2}
+cmake_launcher=()
+if command -v ccache >/dev/null; then
+  cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Paths under the scratch folder hash relative to each build, so the CMake routes' library
+  # builds share ccache entries with each other and with earlier runs.
+  export CCACHE_BASEDIR=$scratch
+fi
 
-meson install -C "$build" --destdir "$scratch/root" --quiet >/dev/null
-prefix="$scratch/root$(meson introspect "$build" --buildoptions |
-  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
-libdir=$(dirname "$(find "$prefix" -name 'libmagpie.so' -o -name 'libmagpie.a' | head -n 1)")
+prefix=
+install_once() {  # meson install of the build into $scratch/root, once
+  [ -n "$prefix" ] && return
+  meson install -C "$build" --destdir "$scratch/root" --quiet >/dev/null
+  prefix="$scratch/root$(meson introspect "$build" --buildoptions |
+    python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
+  libdir=$(dirname "$(find "$prefix" -name 'libmagpie.so' -o -name 'libmagpie.a' | head -n 1)")
+  [ -f "$prefix/share/doc/magpie/LICENSE" ] || { echo "install check: LICENSE not installed" >&2; exit 1; }
+}
 
-cmake -S "$root/test/install" -B "$scratch/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$scratch/cmake" >/dev/null
-LD_LIBRARY_PATH="$libdir" "$scratch/cmake/consumer"
+cmake_consumer() {  # cmake_consumer <route> <cmake args...>
+  local route=$1; shift
+  cmake -S "$root/test/install" -B "$scratch/cmake-$route" -DCMAKE_BUILD_TYPE=Release \
+    "-DMAGPIE_ROUTE=$route" "${cmake_launcher[@]}" "$@" >/dev/null
+  cmake --build "$scratch/cmake-$route" -j "$jobs" >/dev/null
+  "$scratch/cmake-$route/consumer"
+}
 
-export PKG_CONFIG_PATH="$libdir/pkgconfig"
-# shellcheck disable=SC2046
-c++ -std=c++20 "$root/test/install/consumer.cpp" -o "$scratch/pkg-consumer" \
-  $(pkg-config --define-variable=prefix="$prefix" --cflags --libs magpie)
-LD_LIBRARY_PATH="$libdir" "$scratch/pkg-consumer"
-echo "install check: ok"
+for route in "${routes[@]}"; do
+  echo "--- install check: $route"
+  case $route in
+    package)
+      install_once
+      LD_LIBRARY_PATH="$libdir" cmake_consumer package -DCMAKE_PREFIX_PATH="$prefix" ;;
+    pkg-config)
+      install_once
+      requires=$(PKG_CONFIG_LIBDIR="$libdir/pkgconfig" pkg-config --print-requires magpie)
+      [ -z "$requires" ] || { echo "install check: magpie.pc requires $requires" >&2; exit 1; }
+      # shellcheck disable=SC2046
+      c++ "$root/test/install/consumer.cpp" -o "$scratch/pkg-consumer" \
+        $(PKG_CONFIG_LIBDIR="$libdir/pkgconfig" pkg-config --define-variable=prefix="$prefix" \
+          --cflags --libs magpie)
+      LD_LIBRARY_PATH="$libdir" "$scratch/pkg-consumer" ;;
+    meson-subproject)
+      consumer=$scratch/meson-consumer
+      mkdir -p "$consumer/subprojects"
+      cp "$root/test/install/meson_subproject/meson.build" "$root/test/install/consumer.cpp" "$consumer/"
+      ln -s "$root" "$consumer/subprojects/magpie"
+      meson setup "$consumer/build" "$consumer" --buildtype=release >/dev/null
+      # Plain ninja, as a consumer runs it: builds magpie's library and nothing else of it.
+      ninja -C "$consumer/build" -j "$jobs" >/dev/null
+      if [ -n "$(find "$consumer/build/subprojects" -path '*/test/*' -o -path '*/bench/*' -o -path '*/examples/*' | head -n 1)" ]; then
+        echo "install check: the subproject built magpie's tests, benchmarks or examples" >&2; exit 1
+      fi
+      "$consumer/build/consumer" ;;
+    add-subdirectory)
+      cmake_consumer add_subdirectory -DMAGPIE_SOURCE_DIR="$root" ;;
+    fetchcontent)
+      cmake_consumer fetchcontent -DMAGPIE_SOURCE_DIR="$root" ;;
+    *) echo "install check: unknown route '$route'" >&2; exit 2 ;;
+  esac
+done
+echo "install check: ok (${routes[*]})"

@@ -6,8 +6,10 @@ set -euo pipefail
 
 common=(meson ninja-build g++ pkg-config cmake python3 libconcurrentqueue-dev)
 case "${1:-test}" in
+  # CLI11: the soak; clang + its runtimes: the libFuzzer targets; doxygen: the API
+  # reference (tools/docs.sh); cmake and pkg-config (in common): the install checks
   test) wanted=("${common[@]}" doctest-dev relacy-dev libbenchmark-dev nlohmann-json3-dev
-                libcli11-dev clang libclang-rt-14-dev) ;;  # CLI11: the soak; clang + its runtimes: the libFuzzer targets
+                libcli11-dev clang libclang-rt-14-dev doxygen) ;;
   bench) wanted=("${common[@]}" doctest-dev libbenchmark-dev libtbb-dev nlohmann-json3-dev
                  libcli11-dev python3-matplotlib clang libomp-dev) ;;  # clang + libomp: the OpenMP peers
   *) echo "usage: $0 [test|bench]" >&2; exit 2 ;;

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Checks the layering (tools/check_layers.py), then builds and runs every test: the plain
-# build (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, and
-# AddressSanitizer + UBSan; then installs the plain build into a scratch prefix and builds
-# a CMake and a pkg-config consumer against it; then builds the libFuzzer targets with
-# clang (AddressSanitizer + UBSan) and runs each briefly (tools/fuzz.sh).
-#   tools/test.sh                 all four builds, then chaos-short
-#   tools/test.sh plain           one of: plain tsan asan fuzz
+# Checks the layering (tools/check_layers.py) and that the CMake build lists meson's sources
+# (tools/check_cmake_sources.py), then builds and runs every test: the plain build
+# (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, AddressSanitizer +
+# UBSan, and release (what users install, with its tests); then installs the release build
+# and builds a first program through every documented route (tools/install-check.sh:
+# find_package, pkg-config, meson subproject, CMake add_subdirectory and FetchContent); then
+# builds the API reference (tools/docs.sh), which fails on any Doxygen warning; then builds
+# the libFuzzer targets with clang (AddressSanitizer + UBSan) and runs each briefly
+# (tools/fuzz.sh). Every build here treats warnings as errors (-Dwerror=true).
+#   tools/test.sh                 all the builds, then chaos-short
+#   tools/test.sh plain           one of: plain tsan asan release docs fuzz
 #   tools/test.sh chaos           the stress suites of the plain and TSan builds under chaos
 #                                 mode, once per seed of MAGPIE_CHAOS_SEEDS (default 4 seeds)
 #   MAGPIE_FUZZ_SECONDS=60 tools/test.sh fuzz    run each fuzzer longer (default 25 s)
@@ -14,13 +18,14 @@
 # the commit, so each CI run tries another schedule, and the log says how to replay it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The clients and the compat layer include only public headers (DESIGN §1): checked first.
+# The clients and the compat layer include only public headers: checked first.
 python3 tools/check_layers.py --self-test >/dev/null
 python3 tools/check_layers.py
+python3 tools/check_cmake_sources.py
 tools/install-deps.sh test
 
 builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan fuzz chaos-short)
+[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan release docs fuzz chaos-short)
 
 configure() {  # configure <dir> <meson options...>
   local dir=$1; shift
@@ -55,11 +60,15 @@ PY
 configure_build() {  # configure_build <build>: set up build/test-<build>
   local dir=build/test-$1
   case $1 in
-    plain) configure "$dir" --buildtype=debugoptimized -Db_sanitize=none -Dmodels=enabled ;;
-    tsan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=thread -Dmodels=disabled \
-            -Dbench=false ;;
-    asan) configure "$dir" --buildtype=debugoptimized -Db_sanitize=address,undefined \
+    plain) configure "$dir" -Dwerror=true --buildtype=debugoptimized -Db_sanitize=none -Dmodels=enabled ;;
+    tsan) configure "$dir" -Dwerror=true --buildtype=debugoptimized -Db_sanitize=thread \
+            -Dmodels=disabled -Dbench=false ;;
+    asan) configure "$dir" -Dwerror=true --buildtype=debugoptimized -Db_sanitize=address,undefined \
             -Dcpp_args=-fno-sanitize-recover=all -Dmodels=disabled -Dbench=false ;;
+    # What `meson install` gives users (-O3, NDEBUG, debug checks and chaos points compiled
+    # out), with its tests and examples: other warnings show at -O3.
+    release) configure "$dir" -Dwerror=true --buildtype=release -Db_sanitize=none \
+               -Dmodels=disabled -Dbench=false ;;
   esac
 }
 
@@ -87,7 +96,11 @@ status=0
 for build in "${builds[@]}"; do
   dir=build/test-$build
   case $build in
-    plain|tsan|asan) configure_build "$build" ;;
+    plain|tsan|asan|release) configure_build "$build" ;;
+    docs)
+      echo "=== docs: the API reference (tools/docs.sh), warnings are errors"
+      if tools/docs.sh >/dev/null; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+      continue ;;
     fuzz)
       # Each fuzzer for a short time (a pass each), then the fuzzers replay the seed corpora
       # and kept crash inputs once (suite fuzz_replay).
@@ -114,7 +127,7 @@ for build in "${builds[@]}"; do
       commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
       run_chaos tsan "$((16#$commit))"
       continue ;;
-    *) echo "unknown build '$build' (plain, tsan, asan, fuzz, chaos, chaos-short)" >&2; exit 2 ;;
+    *) echo "unknown build '$build' (plain, tsan, asan, release, docs, fuzz, chaos, chaos-short)" >&2; exit 2 ;;
   esac
   echo "=== $build: build"
   meson compile -C "$dir"
@@ -124,8 +137,8 @@ for build in "${builds[@]}"; do
     --timeout-multiplier "${MAGPIE_STRESS_REPEAT:-1}" || status=1
   count_results "$dir"
 
-  if [ "$build" = plain ]; then
-    echo "=== plain: install and build consumers with find_package and pkg-config"
+  if [ "$build" = release ]; then
+    echo "=== release: install, and build a first program through every documented route"
     if tools/install-check.sh "$dir"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
   fi
 done

@@ -113,6 +113,7 @@ class future {
   // future(state) makes a future of any magpie task: its result is the future's value.
   explicit future(task<R> state) noexcept : state_(std::move(state)) {}
 
+  // future(future&&) and operator= move the state out of `other`, which becomes invalid.
   future(future&&) noexcept = default;
   future& operator=(future&&) noexcept = default;
   future(const future&) = delete;
@@ -213,8 +214,10 @@ template <class R>
 class shared_future {
  public:
   shared_future() noexcept = default;
+  // shared_future(state) makes a shared future of any magpie task: its result is the value.
   explicit shared_future(task<R> state) noexcept : state_(std::move(state)) {}
 
+  // is_valid, is_ready, wait, wait_for and wait_until are future's (see future).
   bool is_valid() const noexcept { return state_.is_valid(); }
   bool is_ready() const noexcept { return state_.is_valid() && state_.is_completed(); }
   void wait() const noexcept { state_.wait(); }
@@ -278,6 +281,8 @@ class promise {
         ready_, run_inline);
   }
 
+  // promise(promise&&) and operator= move the promise out of `other`; a promise assigned over
+  // breaks its own unset value first, as its destructor would.
   promise(promise&& other) noexcept
       : slot_(std::move(other.slot_)), ready_(std::move(other.ready_)), state_(std::move(other.state_)),
         callback_(std::move(other.callback_)), future_taken_(other.future_taken_), set_(other.set_) {}

@@ -54,6 +54,7 @@ class cancellation_token {
 // was canceled before the body started.
 class task_canceled : public std::exception {
  public:
+  // what names the exception: a task canceled before it started.
   const char* what() const noexcept override { return "magpie: task canceled before it started"; }
 };
 
@@ -67,6 +68,7 @@ extern constinit thread_local const cancellation_token* current_cancellation;
 // Launching with a token sets one around the body; a scope is for work that is not a task.
 class cancellation_token_scope {
  public:
+  // cancellation_token_scope makes `token` current until the scope ends.
   explicit cancellation_token_scope(cancellation_token& token) noexcept
       : previous_(detail::current_cancellation) {
     detail::current_cancellation = &token;

@@ -31,13 +31,16 @@
 
 namespace magpie::chaos {
 
+// site names a chaos point of the core: one of the decision points chaos mode can delay.
 using site = detail::chaos::site;
 
 // options: the seed, and the chance (0..1) that a point injects a delay. Of the delays,
 // about half are yields, a third short spins (up to ~2000 pause instructions) and the
 // rest sleeps of 1–50 µs.
 struct options {
+  // seed picks the generator's sequence: the same seed repeats each thread's choices.
   std::uint64_t seed = 1;
+  // rate is the chance, 0 to 1, that a point injects a delay.
   double rate = 0.05;
 };
 

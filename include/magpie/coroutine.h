@@ -355,8 +355,10 @@ struct body_result_traits<coro<R>> {
 template <class R>
 class coro {
  public:
+  // promise_type is the coroutine machinery's: the compiler looks it up, users never name it.
   using promise_type = detail::coro_promise<R>;
 
+  // coro(coro&&) moves the coroutine out of `other`; a coro is move-only.
   coro(coro&& other) noexcept : frame_(std::exchange(other.frame_, {})) {}
   coro(const coro&) = delete;
   coro& operator=(const coro&) = delete;

@@ -52,15 +52,18 @@ template <class R, class... Args>
 class delegate<R(Args...)> {
  public:
   delegate() = default;
+  // delegate(const delegate&) copies the binding: the callable (captures included), or the
+  // object and member function.
   delegate(const delegate& other)
       : call_(other.call_.clone()), object_(other.object_), weak_(other.weak_), weakly_bound_(other.weakly_bound_) {}
+  // delegate(delegate&&) moves the binding out of `other`, which is left unbound.
   delegate(delegate&& other) noexcept
       : call_(std::move(other.call_)),
         object_(std::exchange(other.object_, nullptr)),
         weak_(std::move(other.weak_)),
         weakly_bound_(std::exchange(other.weakly_bound_, false)) {}
-  // Assignments swap the new binding in first and free the old one last, since the old
-  // callable's captures may use this delegate as they are destroyed.
+  // operator= (copy and move) swaps the new binding in first and frees the old one last,
+  // since the old callable's captures may use this delegate as they are destroyed.
   delegate& operator=(const delegate& other) {
     delegate(other).swap(*this);
     return *this;

@@ -29,8 +29,11 @@ enum class severity { warning, error };
 
 // diagnostic is one report; `message` is valid only during the handler call.
 struct diagnostic {
+  // kind says what went wrong.
   diagnostic_kind kind;
+  // severity is how serious the report is: a warning or an error.
   enum severity severity;
+  // message is the report's text; valid only during the handler call.
   std::string_view message;
 };
 

@@ -65,6 +65,7 @@ class pipe {
   // innermost task it runs, so a task retracted from inside another pipe counts for that one).
   bool is_in_context() const noexcept;
 
+  // name is the name the pipe was made with.
   const char* name() const noexcept { return name_; }
 
  private:

@@ -49,6 +49,7 @@ enum class worker_kind : std::uint8_t { foreground, background };
 // worker_info describes a worker thread to the start and exit hooks.
 struct worker_info {
   unsigned index;      // 0-based within its kind; standby workers are numbered apart
+  // kind says which priorities the worker takes.
   worker_kind kind;
   bool standby;        // a standby worker covering for a blocked one
 };
@@ -82,14 +83,20 @@ class named_thread {
   // max_count is how many named threads one scheduler serves (4 engine + 12 user).
   static constexpr std::uint32_t max_count = 16;
 
+  // game is Unreal's game thread.
   static const named_thread game;
+  // render is Unreal's rendering thread.
   static const named_thread render;
+  // rhi is Unreal's RHI thread.
   static const named_thread rhi;
+  // audio is Unreal's audio thread.
   static const named_thread audio;
 
   // user is the n-th user-defined named thread (n < 12).
   static constexpr named_thread user(std::uint32_t n) noexcept { return named_thread(4 + n); }
 
+  // named_thread(index) and index convert between a named thread and its index (0–3: the
+  // engine threads, 4 and up: user threads).
   constexpr explicit named_thread(std::uint32_t index) noexcept : index_(index) {}
   constexpr std::uint32_t index() const noexcept { return index_; }
   friend constexpr bool operator==(named_thread, named_thread) = default;

@@ -47,6 +47,8 @@ template <>
 class task<void> {
  public:
   task() noexcept = default;
+  // task(const task&), task(task&&) and operator= copy or move the handle: copies add a
+  // reference to the same task, a moved-from handle is invalid.
   task(const task& other) noexcept : base_(other.base_) {
     if (base_ != nullptr) detail::add_handle(base_);
   }
@@ -152,6 +154,7 @@ class task : public task<void> {
     return static_cast<detail::task_with_result<R>*>(base_)->result();
   }
 
+  // adopt makes a handle that takes over one handle reference of `base`.
   static task adopt(detail::task_base* base) noexcept { return task(base); }
 
  private:
@@ -176,17 +179,24 @@ class task_wait_failed : public std::logic_error {
 // placement says where a task runs: a priority on any worker, inline, or a named thread.
 class placement {
  public:
+  // placement(p) runs the task at priority `p` on any worker; implicit, so that a priority
+  // may be passed where a placement is wanted.
   constexpr placement(priority p = priority::normal) noexcept : priority_(p) {}  // NOLINT: implicit on purpose
 
+  // task_priority, kind and target read the placement back: the priority, how the task runs
+  // and the named thread and queue it targets (packed).
   constexpr priority task_priority() const noexcept { return priority_; }
   constexpr detail::task_kind kind() const noexcept { return kind_; }
   constexpr std::uint8_t target() const noexcept { return target_; }
 
+  // make_inline is run_inline: the task runs on whichever thread removes its last lock.
   static constexpr placement make_inline() noexcept {
     placement result;
     result.kind_ = detail::task_kind::inline_run;
     return result;
   }
+  // make_named runs the task on a named thread's main or local queue, at high or normal
+  // priority.
   static constexpr placement make_named(named_thread thread, thread_queue queue, bool high) noexcept {
     placement result(high ? priority::high : priority::normal);
     result.target_ = static_cast<std::uint8_t>(thread.index() << 2 | (queue == thread_queue::local ? 2u : 0u) |

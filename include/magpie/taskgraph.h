@@ -286,9 +286,13 @@ struct function_graph_task {
 // gathers its prerequisites into one.
 class null_graph_task {
  public:
+  // null_graph_task(name, desired_thread) is named `name` and runs on `desired_thread`.
   explicit null_graph_task(const char* name = "null_graph_task",
                            named_threads::type desired_thread = named_threads::any_thread) noexcept
       : name_(name), desired_(desired_thread) {}
+  // get_desired_thread, get_subsequents_mode, get_debug_name and do_task are the graph task
+  // interface (see graph_task): where it runs, that its event is tracked, its name, and its
+  // body, which does nothing.
   named_threads::type get_desired_thread() const noexcept { return desired_; }
   static subsequents_mode get_subsequents_mode() noexcept { return subsequents_mode::track_subsequents; }
   const char* get_debug_name() const noexcept { return name_; }
@@ -303,7 +307,11 @@ class null_graph_task {
 // that thread's process_thread_until_request_return return.
 class return_graph_task {
  public:
+  // return_graph_task(thread) makes `thread`'s process_thread_until_request_return return.
   explicit return_graph_task(named_threads::type thread_to_return_from) noexcept : thread_(thread_to_return_from) {}
+  // get_desired_thread, get_subsequents_mode, get_debug_name and do_task are the graph task
+  // interface (see graph_task): it runs on the thread it returns from, its event is tracked,
+  // and its body requests the return.
   named_threads::type get_desired_thread() const noexcept { return thread_; }
   static subsequents_mode get_subsequents_mode() noexcept { return subsequents_mode::track_subsequents; }
   const char* get_debug_name() const noexcept { return "return_graph_task"; }
@@ -316,9 +324,13 @@ class return_graph_task {
 // trigger_event_graph_task is Unreal's FTriggerEventGraphTask: triggers a task_event.
 class trigger_event_graph_task {
  public:
+  // trigger_event_graph_task(event, desired_thread) triggers `event` on `desired_thread`.
   explicit trigger_event_graph_task(task_event event,
                                     named_threads::type desired_thread = named_threads::any_thread) noexcept
       : event_(std::move(event)), desired_(desired_thread) {}
+  // get_desired_thread, get_subsequents_mode, get_debug_name and do_task are the graph task
+  // interface (see graph_task): where it runs, that its event is tracked, its name, and its
+  // body, which triggers the event.
   named_threads::type get_desired_thread() const noexcept { return desired_; }
   static subsequents_mode get_subsequents_mode() noexcept { return subsequents_mode::track_subsequents; }
   const char* get_debug_name() const noexcept { return "trigger_event_graph_task"; }
@@ -336,6 +348,7 @@ class task_graph_interface {
   // get is the interface over default_scheduler().
   static task_graph_interface& get();
 
+  // task_graph_interface(pool) is an interface over `pool`.
   explicit task_graph_interface(scheduler& pool) noexcept : pool_(&pool) {}
 
   // attach_to_thread attaches the calling thread as the named thread `thread`.

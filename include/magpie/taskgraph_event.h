@@ -154,6 +154,7 @@ class graph_event : public task<> {
 class graph_event_ref : public graph_event {
  public:
   graph_event_ref() noexcept = default;
+  // graph_event_ref(nullptr) is an empty reference, as FGraphEventRef(nullptr) is.
   graph_event_ref(std::nullptr_t) noexcept {}  // NOLINT: implicit, as FGraphEventRef's
 
   // graph_event_ref(task) makes any magpie task (or task_event) a graph event.
@@ -165,14 +166,15 @@ class graph_event_ref : public graph_event {
   graph_event_ref(task<> completion, internal::launched_for_any_thread_t any) noexcept
       : graph_event(std::move(completion), any) {}
 
-  // operator-> reaches the event; on an empty reference it reaches an empty event, whose
-  // queries say "complete" and whose operations are reported.
+  // operator-> and operator* reach the event; on an empty reference they reach an empty
+  // event, whose queries say "complete" and whose operations are reported.
   graph_event* operator->() const noexcept { return const_cast<graph_event_ref*>(this); }
   graph_event& operator*() const noexcept { return *operator->(); }
 
   // get_reference is the event, or nullptr for an empty reference.
   graph_event* get_reference() const noexcept { return is_valid() ? operator->() : nullptr; }
 
+  // operator bool says whether the reference is not empty.
   explicit operator bool() const noexcept { return is_valid(); }
 
   // safe_release empties the reference.
@@ -189,6 +191,7 @@ class graph_event_ref : public graph_event {
   friend bool operator==(const graph_event_ref& a, std::nullptr_t) noexcept { return !a.is_valid(); }
 };
 
+// graph_event_ref::running_task_ref: see its declaration in graph_event_ref.
 class graph_event_ref::running_task_ref {
  public:
   running_task_ref() noexcept { borrow_running(ref_); }
@@ -196,6 +199,7 @@ class graph_event_ref::running_task_ref {
   running_task_ref(const running_task_ref&) = delete;
   running_task_ref& operator=(const running_task_ref&) = delete;
 
+  // get is the reference to the running task, valid while this object lives.
   const graph_event_ref& get() const noexcept { return ref_; }
 
  private:
@@ -216,14 +220,18 @@ class graph_event_ref::running_task_ref {
 // add or reset.
 class graph_event_array {
  public:
+  // value_type, iterator and const_iterator make the array a range, as a vector's do.
   using value_type = graph_event_ref;
   using iterator = graph_event_ref*;
   using const_iterator = const graph_event_ref*;
 
   graph_event_array() noexcept = default;
+  // graph_event_array(events) holds `events`, in order.
   graph_event_array(std::initializer_list<graph_event_ref> events) {
     for (const graph_event_ref& each : events) add(each);
   }
+  // graph_event_array(const graph_event_array&), graph_event_array(graph_event_array&&) and
+  // operator= copy or move the events; a moved-from array is empty.
   graph_event_array(const graph_event_array&) = default;
   graph_event_array& operator=(const graph_event_array&) = default;
   graph_event_array(graph_event_array&& other) noexcept
@@ -242,7 +250,7 @@ class graph_event_array {
     return *this;
   }
 
-  // add appends an event (Unreal's Add); push_back and emplace_back are the same.
+  // add, push_back and emplace_back append an event (add is Unreal's Add).
   void add(graph_event_ref event) {
     may_hold_named_ |= !event.placement_known();
     if (size_ < inline_.size()) {
@@ -265,9 +273,10 @@ class graph_event_array {
     if (count > inline_.size()) spilled_.reserve(count);
   }
 
-  // num is the number of events (Unreal's Num); size is the same.
+  // num and size are the number of events (Unreal's Num).
   std::size_t num() const noexcept { return size_; }
   std::size_t size() const noexcept { return size_; }
+  // empty says whether the array holds no events.
   bool empty() const noexcept { return size_ == 0; }
 
   // reset empties the array (Unreal's Reset); clear is the same.
@@ -281,8 +290,9 @@ class graph_event_array {
   }
   void clear() noexcept { reset(); }
 
-  // The writable accessors count the array as changed in ways it cannot follow (see
-  // may_hold_named_thread_tasks) until the next reset; the const ones do not.
+  // operator[], data, begin and end reach the events. The writable ones count the array as
+  // changed in ways it cannot follow (see may_hold_named_thread_tasks) until the next
+  // reset; the const ones do not.
   graph_event_ref& operator[](std::size_t index) noexcept { return data()[index]; }
   const graph_event_ref& operator[](std::size_t index) const noexcept { return data()[index]; }
   graph_event_ref* data() noexcept {

@@ -20,6 +20,8 @@ namespace magpie::taskgraph {
 // bits 10–11, with Unreal's helpers. Thread indices map onto magpie's named threads: rhi,
 // game, render (Unreal's actual rendering thread), audio, then user threads 0–11.
 struct named_threads {
+  // type is ENamedThreads::Type: thread indices, any_thread, and the queue and priority bits
+  // and masks, combined with `|`.
   enum type : std::uint32_t {
     rhi_thread = 0,
     game_thread = 1,

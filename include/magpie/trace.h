@@ -28,6 +28,7 @@
 
 namespace magpie::trace {
 
+// options says what start() records and how much each thread keeps.
 struct options {
   std::size_t buffer_events_per_thread = 1 << 16;  // rounded up to a power of two
   bool task_events = true;       // launches, runs, completions, edges, waits
@@ -39,6 +40,7 @@ struct options {
 void start(options = {});
 // stop stops recording; what was recorded stays until written or cleared.
 void stop();
+// is_recording says whether recording is on.
 bool is_recording();
 // write_chrome_json stops recording if it is on, writes what was recorded as Chrome
 // trace-event JSON, and drops it from the buffers; returns the events written (0 when the
@@ -50,6 +52,8 @@ void clear();
 // scope is a slice on the calling thread, from construction to destruction.
 class scope {
  public:
+  // scope(name) begins a slice named `name` (kept by pointer: a string literal, or a name
+  // that outlives the recording); the destructor ends it.
   explicit scope(const char* name);
   ~scope();
   scope(const scope&) = delete;
@@ -84,6 +88,8 @@ inline bool client_events_on() noexcept {
 // shown as its `id` (a timer's handle).
 class client_scope {
  public:
+  // client_scope(name, id) begins the slice when client events are recorded; the
+  // destructor ends it.
   explicit client_scope(const char* name, std::uint64_t id = 0) : recorded_(client_events_on()) {
     if (recorded_) [[unlikely]] {
       begin(name, id);
