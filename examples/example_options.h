@@ -41,11 +41,12 @@ inline std::unique_ptr<magpie::scheduler> make_scheduler(unsigned threads) {
   return std::make_unique<magpie::scheduler>(options);
 }
 
-// run_on runs `work` as a task on `pool` and returns its result; the calling thread works
-// on it too while it waits. Fork-join inside `work` (task_group, parallel_for) uses `pool`.
+// run_on runs `work` on the calling thread as a task of `pool` (run_inline: a task with no
+// prerequisites runs at once on its launcher) and returns its result. Fork-join inside
+// `work` (task_group, parallel_for) uses `pool`, so the caller and `pool`'s workers share it.
 template <class Work>
 auto run_on(magpie::scheduler& pool, Work&& work) {
-  return pool.launch("example", std::forward<Work>(work)).get_result();
+  return pool.launch("example", std::forward<Work>(work), magpie::run_inline).get_result();
 }
 
 // seconds_since is the time from `start` to now, in seconds.
