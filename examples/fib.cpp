@@ -29,6 +29,9 @@ long parallel_fib(int n, int cutoff) {
   return left + right;
 }
 
+// forks counts the children parallel_fib(n, cutoff) makes: one per call at or above the cut-off.
+long forks(int n, int cutoff) { return n < 2 || n < cutoff ? 0 : 1 + forks(n - 1, cutoff) + forks(n - 2, cutoff); }
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   std::size_t middle = values.size() / 2;
@@ -80,9 +83,14 @@ int main(int argc, char** argv) {
     auto pool = example::make_scheduler(compared[0]);
     one_run run = run_once(*pool, n, cutoffs[0]);
     right = run.answer == run.expected;
+    long children = forks(n, cutoffs[0]);
     std::printf("fib(%d) = %ld (%s), cut-off %s, %u thread%s: %.3f ms; serial %.3f ms\n", n, run.answer,
-                right ? "matches the serial answer" : "WRONG", cutoff_label(cutoffs[0]).c_str(), compared[0], compared[0] == 1 ? "" : "s",
-                run.parallel_seconds * 1e3, run.serial_seconds * 1e3);
+                right ? "matches the serial answer" : "WRONG", cutoff_label(cutoffs[0]).c_str(), compared[0],
+                compared[0] == 1 ? "" : "s", run.parallel_seconds * 1e3, run.serial_seconds * 1e3);
+    if (children > 0 && compared[0] == 1) {  // on one thread, the difference is what the forks cost
+      std::printf("%ld forks: %.1f ns per fork over the serial run\n", children,
+                  (run.parallel_seconds - run.serial_seconds) * 1e9 / static_cast<double>(children));
+    }
     return right ? EXIT_SUCCESS : EXIT_FAILURE;
   }
 
