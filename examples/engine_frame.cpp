@@ -2,10 +2,10 @@
 // tickables); a render thread, attached as a named thread, receives one render command per
 // frame, in order; thousands of actor components tick with prerequisites — movement before
 // animation before render data — some far-away animations only every 0.1 s.
-//   examples/engine_frame [actors] [frames]    prints frame time p50/p99 per group
-//   examples/engine_frame --trace frame.json   also records the last three frames as a trace
-//                                              (open it in ui.perfetto.dev, or tools/trace_view.py)
-#include <magpie/magpie.h>
+//   examples/engine_frame 2000 300 --threads 2   prints frame time p50/p99 per group
+//   examples/engine_frame --trace frame.json     also records the last three frames as a trace
+//                                                (open it in ui.perfetto.dev, or tools/trace_view.py)
+#include "example_options.h"
 
 #include <algorithm>
 #include <atomic>
@@ -73,18 +73,19 @@ double percentile(std::vector<double> values, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* trace_file = nullptr;
-  std::vector<const char*> numbers;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--trace" && i + 1 < argc) {
-      trace_file = argv[++i];
-    } else {
-      numbers.push_back(argv[i]);
-    }
-  }
-  int actor_count = numbers.size() > 0 ? std::atoi(numbers[0]) : 2000;
-  int frame_count = numbers.size() > 1 ? std::atoi(numbers[1]) : 300;
-  magpie::scheduler pool;  // hardware threads − 1 workers; this thread is the game thread
+  int actor_count = 2000;
+  int frame_count = 300;
+  std::string trace_path;
+  unsigned threads = example::default_threads();
+  CLI::App app{"a game loop on magpie: tick groups, timers, a render thread, thousands of ticking components"};
+  app.add_option("actors", actor_count, "actors, three tick functions each (default 2000)")->check(CLI::Range(0, 1'000'000));
+  app.add_option("frames", frame_count, "frames to run (default 300)")->check(CLI::Range(1, 1'000'000));
+  example::add_threads_option(app, threads);
+  app.add_option("--trace", trace_path, "record the last three frames into this file (Chrome trace-event JSON)");
+  CLI11_PARSE(app, argc, argv);
+  const char* trace_file = trace_path.empty() ? nullptr : trace_path.c_str();
+  auto scheduler = example::make_scheduler(threads);  // this thread, the game thread, is one of them
+  magpie::scheduler& pool = *scheduler;
   magpie::world game(pool);
 
   // The render thread: attached as named_thread::render, it runs what the game sends it.
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
   game.timers().set_timer(think_timer, [&] { ++thoughts; }, 0.25f, /*loop=*/true);
   hud overlay(game, marks);
 
+  auto started = std::chrono::steady_clock::now();
   std::vector<double> frame_micros;
   magpie::trace::name_this_thread("game thread");
   for (int frame = 0; frame < frame_count; ++frame) {
@@ -174,8 +176,8 @@ int main(int argc, char** argv) {
   }
 
   auto stats = game.ticks().last_frame_stats();
-  std::printf("%d actors, %zu tick functions, %d frames on %u workers + the game thread\n", actor_count,
-              game.ticks().registered_count(), frame_count, pool.worker_count());
+  std::printf("%d actors, %zu tick functions, %d frames on %u workers + the game thread: %.3f ms\n", actor_count,
+              game.ticks().registered_count(), frame_count, pool.worker_count(), example::seconds_since(started) * 1e3);
   std::printf("last frame: %zu ticks in %zu tasks (%zu batches), schedule %s\n", stats.ticks_run,
               stats.tasks_launched, stats.batches, stats.schedule_rebuilt ? "rebuilt" : "reused");
   std::printf("%-20s %10s %10s\n", "group", "p50 us", "p99 us");

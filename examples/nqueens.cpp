@@ -1,7 +1,8 @@
 // N-queens: count the placements of n queens on an n×n board, one task per choice near
-// the root of the search.
-//   examples/nqueens [n]
-#include <magpie/magpie.h>
+// the root of the search; checked against the serial search and the known counts.
+//
+//   examples/nqueens 11 --threads 2
+#include "example_options.h"
 
 #include <array>
 #include <atomic>
@@ -32,7 +33,7 @@ long serial_count(std::array<int, max_n> columns, int row, int n) {
 }
 
 long parallel_count(std::array<int, max_n> columns, int row, int n) {
-  if (n - row <= n - 3) return serial_count(columns, row, n);  // tasks for the first three rows only
+  if (row >= 3) return serial_count(columns, row, n);  // tasks for the first three rows only
   std::atomic<long> total{0};
   magpie::task_group group;
   for (int column = 0; column < n; ++column) {
@@ -47,10 +48,21 @@ long parallel_count(std::array<int, max_n> columns, int row, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = argc > 1 ? std::atoi(argv[1]) : 11;
-  if (n < 1 || n > max_n) return EXIT_FAILURE;
+  int n = 11;
+  unsigned threads = example::default_threads();
+  CLI::App app{"count the n-queens placements, checked against the serial search"};
+  app.add_option("n", n, "board size (default 11)")->check(CLI::Range(1, max_n));
+  example::add_threads_option(app, threads);
+  CLI11_PARSE(app, argc, argv);
+  auto pool = example::make_scheduler(threads);
+
   constexpr long known[] = {0, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596, 2279184, 14772512};
-  long solutions = parallel_count({}, 0, n);
-  std::printf("%d queens: %ld solutions\n", n, solutions);
-  return solutions == known[n] ? EXIT_SUCCESS : EXIT_FAILURE;
+  auto [solutions, parallel_seconds] =
+      example::timed([&] { return example::run_on(*pool, [n] { return parallel_count({}, 0, n); }); });
+  auto [expected, serial_seconds] = example::timed([&] { return serial_count({}, 0, n); });
+  bool right = solutions == expected && solutions == known[n];
+  std::printf("%d queens: %ld solutions (%s): %.3f ms on %u thread%s; serial %.3f ms\n", n, solutions,
+              right ? "matches the serial search" : "WRONG", parallel_seconds * 1e3, threads,
+              threads == 1 ? "" : "s", serial_seconds * 1e3);
+  return right ? EXIT_SUCCESS : EXIT_FAILURE;
 }

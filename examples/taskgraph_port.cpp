@@ -4,8 +4,8 @@
 // <magpie/taskgraph.h> and <magpie/async.h>; and the same frame in magpie's native API.
 // Both must produce the same frame. See docs/porting-from-unreal.md.
 //
-//   taskgraph_port [entities] [frames]
-#include <magpie/magpie.h>
+//   taskgraph_port 10000 5 --threads 3
+#include "example_options.h"
 
 #include <algorithm>
 #include <atomic>
@@ -178,12 +178,16 @@ frame_result native_frame(std::vector<entity> world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t entities = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 10000;
-  int frames = argc > 2 ? std::atoi(argv[2]) : 5;
-
-  magpie::scheduler_options options;
-  options.workers = 2;
-  magpie::scheduler pool(options);
+  std::size_t entities = 10000;
+  int frames = 5;
+  unsigned threads = 3;
+  CLI::App app{"one game frame as Unreal's TaskGraph code writes it, and natively; both must agree"};
+  app.add_option("entities", entities, "simulated entities (default 10000)");
+  app.add_option("frames", frames, "frames to run (default 5)")->check(CLI::Range(1, 1'000'000));
+  example::add_threads_option(app, threads);
+  CLI11_PARSE(app, argc, argv);
+  auto scheduler = example::make_scheduler(threads);  // the game thread is one of them; the render thread is extra
+  magpie::scheduler& pool = *scheduler;
   task_graph_interface graph(pool);
   graph.attach_to_thread(named_threads::game_thread);
 
@@ -205,6 +209,7 @@ int main(int argc, char** argv) {
   }
 
   int collisions = 0;
+  auto started = std::chrono::steady_clock::now();
   for (int frame = 0; frame < frames; ++frame) {
     frame_result ported = taskgraph_frame(graph, world);
     frame_result native = native_frame(world);
@@ -218,7 +223,8 @@ int main(int argc, char** argv) {
   graph.request_return(named_threads::actual_rendering_thread);
   render.join();
   pool.detach();
-  std::printf("%d frames of %zu entities: both versions agree (%d bounces, energy %ld)\n", frames, entities,
-              collisions, std::lround(energy(world)));
+  std::printf("%d frames of %zu entities: both versions agree (%d bounces, energy %ld): %.3f ms on %u thread%s + the render thread\n",
+              frames, entities, collisions, std::lround(energy(world)), example::seconds_since(started) * 1e3, threads,
+              threads == 1 ? "" : "s");
   return 0;
 }

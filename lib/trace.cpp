@@ -5,10 +5,15 @@
 
 #include <magpie/trace.h>
 
+#include <magpie/diagnostics.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -237,10 +242,21 @@ void client_scope::end() noexcept {
   if (client_events_on()) record(event_kind::scope_ended, nullptr, nullptr, 0, 0);
 }
 
+namespace {
+
+// interned_names never shrinks and is never destroyed: its strings stay valid for a trace
+// written at exit (MAGPIE_TRACE), after static destructors have begun.
+std::set<std::string, std::less<>>& interned_names() {
+  static auto* kept = new std::set<std::string, std::less<>>;
+  return *kept;
+}
+
+}  // namespace
+
 const char* intern(std::string_view name) {
   static std::mutex lock;
-  static std::set<std::string, std::less<>> kept;  // never shrinks: the pointers stay valid
   std::lock_guard hold(lock);
+  std::set<std::string, std::less<>>& kept = interned_names();
   auto found = kept.find(name);
   if (found == kept.end()) found = kept.emplace(name).first;
   return found->c_str();
@@ -259,5 +275,54 @@ void name_this_thread(const char* name) {
   // relaxed: read by the writer after its acquire of `written`, which a later event publishes
   if (own_buffer != nullptr) own_buffer->user_name.store(name, std::memory_order_relaxed);
 }
+
+// --- MAGPIE_TRACE: recording from start to exit without a code change -----------------
+
+namespace {
+
+// The path from MAGPIE_TRACE, kept for the write at exit; never destroyed, so that it is
+// still there when the exit handler runs.
+const std::string* environment_trace_path = nullptr;
+
+void write_environment_trace() {
+  std::size_t events = write_chrome_json(*environment_trace_path);
+  if (events != 0) {
+    std::fprintf(stderr, "magpie: MAGPIE_TRACE: %zu event%s written to %s\n", events, events == 1 ? "" : "s",
+                 environment_trace_path->c_str());
+  }
+}
+
+// start_from_environment starts recording when MAGPIE_TRACE names a file, and registers the
+// write for exit. It runs as this file's static initializer: every program that makes a
+// scheduler links this file (its workers name their tracks through set_thread_role), so
+// the switch needs no call from the program. What the exit handler uses is made first, so
+// that it is destroyed after the handler has run (handlers and static destructors run in
+// the reverse order of their registration); a scheduler the program destroys before exit
+// has finished its work by then.
+bool start_from_environment() {
+  const char* path = std::getenv("MAGPIE_TRACE");
+  if (path == nullptr || *path == '\0') return false;
+  if (!std::ofstream(path, std::ios::app)) {  // checked now, so that a typo shows before the run, not after
+    report(diagnostic_kind::misuse,
+           std::string("MAGPIE_TRACE: cannot write '") + path + "'; the program runs without a trace",
+           severity::warning);
+    return false;
+  }
+  environment_trace_path = new std::string(path);
+  (void)export_lock();
+  (void)interned_names();
+  start();
+  if (std::atexit(write_environment_trace) != 0) {
+    stop();
+    report(diagnostic_kind::limit_reached, "MAGPIE_TRACE: no exit handler could be registered; nothing recorded",
+           severity::warning);
+    return false;
+  }
+  return true;
+}
+
+[[maybe_unused]] const bool recording_from_environment = start_from_environment();
+
+}  // namespace
 
 }  // namespace magpie::trace

@@ -13,6 +13,13 @@
 // the slices, instants and counters that code adds with the calls below.
 // tools/trace_view.py draws a trace as a PNG and prints a summary with the critical path.
 //
+// Without a code change: MAGPIE_TRACE=frame.json ./app records any program linked with
+// magpie from before main to exit (start() with the default options before main, a
+// write_chrome_json to that file at exit, reported on stderr). A file that cannot be
+// written is reported at start-up and the program runs without a trace. Calls to the API
+// below act on the same recording: stop() ends it early, and a write_chrome_json of the
+// program's own takes what was recorded so far, leaving the rest for the write at exit.
+//
 // Built with -Dtrace=disabled, every trace point compiles to nothing (this API still links
 // and records only user events). Built with tracing and not recording, a trace point costs
 // one relaxed load. Names are kept by pointer, as task names are: give string literals, or
