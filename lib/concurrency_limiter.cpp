@@ -33,7 +33,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
       : max_concurrency_(max_concurrency),
         work_priority_(work_priority),
         owner_(&owner),
-        free_slots_((max_concurrency + 63) / 64),
+        free_slots_((std::size_t{max_concurrency} + 63) / 64),
         runners_(max_concurrency) {
     for (std::uint32_t slot = 0; slot < max_concurrency; ++slot) {
       free_slots_[slot / 64].fetch_or(std::uint64_t{1} << (slot % 64));
@@ -65,9 +65,11 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   }
 
   bool wait(std::chrono::nanoseconds timeout) {
-    const bool forever = timeout == std::chrono::nanoseconds::max();
-    const auto deadline = forever ? std::chrono::steady_clock::time_point::max()
-                                  : std::chrono::steady_clock::now() + timeout;
+    const auto now = std::chrono::steady_clock::now();
+    // A timeout the clock cannot count up to from now is no time-out at all: saturated,
+    // not wrapped into the past.
+    const bool forever = timeout >= std::chrono::steady_clock::time_point::max() - now;
+    const auto deadline = forever ? std::chrono::steady_clock::time_point::max() : now + timeout;
     for (;;) {
       if ((unfinished_.load() & count_mask) == 0) return true;
       // Queued pieces with a slot free: run them here (a waiting worker "retracts" them).
@@ -253,6 +255,7 @@ namespace magpie {
 
 namespace {
 std::uint32_t checked_concurrency(std::uint32_t max_concurrency) {
+  if (max_concurrency > task_concurrency_limiter::most_at_once) return task_concurrency_limiter::most_at_once;
   if (max_concurrency != 0) return max_concurrency;
   report(diagnostic_kind::misuse, "task_concurrency_limiter: max_concurrency 0 would never run anything; using 1");
   return 1;

@@ -37,10 +37,19 @@ struct track {
   std::uint64_t dropped;
 };
 
-// take_events copies out what each buffer holds since it was last written out, and marks
-// it written. The newest slot of a full ring is left out: a thread that looked at the
-// switch before stop() may still be writing there.
-std::vector<track> take_events() {
+// taken is a buffer's events copied out: `upto` is the count to mark written once the
+// file holds them.
+struct taken {
+  thread_buffer* buffer;
+  std::uint64_t upto;
+};
+
+// copy_events copies out what each buffer holds since it was last written out, and notes
+// in `marks` how far; it marks nothing written (mark_written does, once the file is
+// written), so a failed write leaves the recording for the next one. The newest slot of a
+// full ring is left out: a thread that looked at the switch before stop() may still be
+// writing there.
+std::vector<track> copy_events(std::vector<taken>& marks) {
   std::vector<track> tracks;
   const double scale = ns_per_tick();
   for (thread_buffer* each = first_buffer(); each != nullptr; each = each->next) {
@@ -64,11 +73,18 @@ std::vector<track> take_events() {
       copied.time = latest;
       made.events.push_back(copied);
     }
-    each->exported.store(written, std::memory_order_release);  // release: the owner may reuse the slots after seeing it
+    marks.push_back({each, written});
     tracks.push_back(std::move(made));
   }
   std::sort(tracks.begin(), tracks.end(), [](const track& a, const track& b) { return a.number < b.number; });
   return tracks;
+}
+
+// mark_written marks what copy_events took as written out: the owners may reuse its slots.
+void mark_written(const std::vector<taken>& marks) noexcept {
+  for (const taken& each : marks) {
+    each.buffer->exported.store(each.upto, std::memory_order_release);  // release: the owner may reuse the slots after seeing it
+  }
 }
 
 double micros(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -349,20 +365,26 @@ class writer {
 std::size_t write_chrome_json(const std::filesystem::path& path) {
   stop();
   std::lock_guard hold(export_lock());
-  std::vector<track> tracks = take_events();
+  std::vector<taken> marks;
+  std::vector<track> tracks = copy_events(marks);
   json events = writer(tracks).events();
   std::ofstream file(path);
   if (!file) {
-    report(diagnostic_kind::misuse, "trace::write_chrome_json: cannot write '" + path.string() + "'");
+    report(diagnostic_kind::misuse, "trace::write_chrome_json: cannot open '" + path.string() +
+                                        "' for writing; the recording is kept for another try");
     return 0;
   }
   file << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   for (std::size_t i = 0; i < events.size(); ++i) file << events[i].dump() << (i + 1 < events.size() ? ",\n" : "\n");
   file << "]}\n";
-  if (!file) {
-    report(diagnostic_kind::misuse, "trace::write_chrome_json: writing '" + path.string() + "' failed");
+  // Checked after the close: a full device fails only when the last of the file is flushed.
+  file.close();
+  if (file.fail()) {
+    report(diagnostic_kind::misuse, "trace::write_chrome_json: writing '" + path.string() +
+                                        "' failed; the recording is kept for another try");
     return 0;
   }
+  mark_written(marks);
   return events.size();
 }
 

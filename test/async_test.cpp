@@ -12,7 +12,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -361,6 +363,85 @@ TEST_CASE("async: async_pool runs on the given pool; abandoned work leaves broke
   release.notify_all();
   destroyer.join();
   held.get();
+}
+
+TEST_CASE("async: a wait for duration::max() or until time_point::max() waits for the value, over every scheduler") {
+  using std::chrono::steady_clock;
+  using std::chrono::system_clock;
+  // Each wait, on a future whose value comes 50 ms later, returns true once it came.
+  std::vector<std::function<bool(future<int>&)>> forever_waits = {
+      [](future<int>& f) { return f.wait_for(std::chrono::nanoseconds::max()); },
+      [](future<int>& f) { return f.wait_for(std::chrono::hours::max()); },
+      [](future<int>& f) { return f.wait_for(std::chrono::duration<double>::max()); },
+      [](future<int>& f) { return f.wait_until(steady_clock::time_point::max()); },
+      [](future<int>& f) { return f.wait_until(system_clock::time_point::max()); },
+      [](future<int>& f) {
+        return f.wait_until(std::chrono::time_point<steady_clock, std::chrono::seconds>::max());
+      },
+      [](future<int>& f) { return f.share().wait_for(std::chrono::nanoseconds::max()); },
+      [](future<int>& f) { return f.share().wait_until(steady_clock::time_point::max()); },
+  };
+  for (std::size_t which = 0; which < forever_waits.size(); ++which) {
+    CAPTURE(which);
+    promise<int> source;
+    future<int> later = source.get_future();
+    std::thread setter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      source.set_value(5);
+    });
+    CHECK(forever_waits[which](later));
+    setter.join();
+  }
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    future<int> later = inside(pool, [] {
+      return async(async_execution::task_graph, [] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return 5;
+      });
+    });
+    CHECK(later.wait_for(std::chrono::nanoseconds::max()));
+    CHECK(later.get() == 5);
+    future<int> again = inside(pool, [] {
+      return async(async_execution::task_graph, [] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return 6;
+      });
+    });
+    CHECK(again.wait_until(steady_clock::time_point::max()));
+    CHECK(again.get() == 6);
+  }
+}
+
+TEST_CASE("async: a promise made inside a task of a scheduler destroyed since is still set, with no report") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    std::optional<promise<int>> made;
+    future<int> later;
+    {
+      scheduler pool(test::options_with(workers));
+      inside(pool, [&] {
+        made.emplace();
+        later = made->get_future();
+        return 0;
+      });
+    }
+    future<int> doubled = std::move(later).next([](int value) { return value * 2; });  // attached outside
+    made->set_value(21);
+    CHECK(doubled.is_ready());
+    CHECK(doubled.get() == 42);
+    promise<void> unset;  // and one made under no scheduler of the test's, set from a thread
+    future<void> done = unset.get_future();
+    std::thread setter([&] { unset.set_value(); });
+    setter.join();
+    CHECK(done.wait_for(std::chrono::seconds(10)));
+    CHECK_NOTHROW(done.get());
+    CHECK(recorder.count() == 0);
+  }
 }
 
 TEST_CASE("async stress: continuations attached while another thread sets the values run once each" *

@@ -264,6 +264,48 @@ TEST_CASE("concurrency_limiter: max_concurrency 0 is reported and runs as 1") {
   CHECK(ran.load() == 1);
 }
 
+TEST_CASE("concurrency_limiter: a max_concurrency past what can run at once is clamped, not allocated") {
+  for (unsigned workers : test::worker_counts) {
+    for (std::uint32_t limit : {task_concurrency_limiter::most_at_once + 1, 0xFFFFFFC1u, 0xFFFFFFFFu}) {
+      CAPTURE(workers);
+      CAPTURE(limit);
+      test::diagnostic_recorder recorder;
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_concurrency_limiter limiter(limit, priority::normal, pool);
+      CHECK(limiter.max_concurrency() == task_concurrency_limiter::most_at_once);
+      occupancy_probe probe(task_concurrency_limiter::most_at_once);
+      push_probed(limiter, probe, 100);
+      CHECK(limiter.wait());
+      CHECK(probe.ran.load() == 100);
+      CHECK(probe.bad_slots.load() == 0);
+      CHECK(recorder.count() == 0);
+    }
+  }
+}
+
+TEST_CASE("concurrency_limiter: a wait with a timeout too long to add to the clock waits for the work") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_concurrency_limiter limiter(1, priority::normal, pool);
+    std::atomic<bool> release{false};
+    std::atomic<int> ran{0};
+    limiter.push("held", [&](std::uint32_t) {
+      while (!release.load()) std::this_thread::yield();
+      ran.fetch_add(1);
+    });
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release.store(true);
+    });
+    CHECK(limiter.wait(std::chrono::nanoseconds::max() - std::chrono::nanoseconds(1)));
+    CHECK(ran.load() == 1);
+    releaser.join();
+  }
+}
+
 TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
     for (unsigned workers : {0u, 1u, 2u, 4u, 8u, 64u}) {

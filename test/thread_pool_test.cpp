@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -198,6 +199,59 @@ TEST_CASE("thread_pool: destroy abandons queued work once each, lets running wor
   counted_work again;
   pool.add_queued_work(&again);
   wait_for([&] { return again.ran.load() == 1; });
+}
+
+TEST_CASE("thread_pool: a second destroy while the first joins returns only after the join") {
+  queued_thread_pool pool;
+  REQUIRE(pool.create(1));
+  gate held;
+  std::atomic<bool> holding{false};
+  std::atomic<bool> finished{false};
+  counted_work running([&] {
+    holding = true;
+    held.pass();
+    finished = true;
+  });
+  counted_work queued;
+  pool.add_queued_work(&running);
+  wait_for([&] { return holding.load(); });
+  pool.add_queued_work(&queued);
+  std::thread first([&] { pool.destroy(); });
+  wait_for([&] { return queued.abandoned.load() == 1; });  // the first destroy is past the queue: joining
+  std::atomic<bool> second_returned{false};
+  std::atomic<bool> finished_before_second_returned{false};
+  std::thread second([&] {
+    pool.destroy();
+    finished_before_second_returned = finished.load();
+    second_returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(second_returned.load());  // the work still runs: nobody may return yet
+  held.open();
+  first.join();
+  second.join();
+  CHECK(finished_before_second_returned.load());
+  CHECK(running.ran.load() == 1);
+  CHECK(pool.get_num_threads() == 0);
+}
+
+TEST_CASE("thread_pool stress: a pool destroyed by one of its own threads is reported and left running, its state untouched" *
+          doctest::test_suite("stress")) {
+  for (int round = 0; round < 5 * test::stress_repeat(); ++round) {
+    diagnostic_recorder recorder;
+    auto* pool = new queued_thread_pool();
+    REQUIRE(pool->create(2));
+    counted_work deleter([&] {
+      delete pool;  // ignored: this thread goes back to the pool's loop, which must still be there
+    });
+    pool->add_queued_work(&deleter);
+    wait_for([&] { return deleter.ran.load() == 1; });
+    // Give the pool's threads time to use their state, which must not have been freed.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(recorder.count() == 1);
+    CHECK(recorder.reports()[0].message.find("~queued_thread_pool called from one of its own threads") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("thread_pool: every idle thread parks") {

@@ -381,6 +381,30 @@ TEST_CASE("trace: nothing is recorded while stopped, and what was written is gon
   CHECK(named(again, "B", "seen").empty());
 }
 
+TEST_CASE("trace: a file that cannot be opened or written is reported, and the recording is kept for the next write") {
+  magpie::test::diagnostic_recorder recorder;
+  trace::clear();
+  magpie::scheduler pool(workers(0));
+  trace::start();
+  pool.launch("kept", [] {}).wait();
+  trace::stop();
+  std::filesystem::path missing_folder = scratch_file("missing") / "no" / "such.json";
+  CHECK(trace::write_chrome_json(missing_folder) == 0);
+  CHECK(recorder.count() == 1);
+  std::size_t failures = 1;
+  if (std::filesystem::exists("/dev/full")) {  // every write there fails with ENOSPC
+    CHECK(trace::write_chrome_json("/dev/full") == 0);
+    CHECK(recorder.count() == 2);
+    failures = 2;
+  }
+  for (const auto& each : recorder.reports()) CHECK(each.message.find("kept") != std::string::npos);
+  json events = written("kept");
+  CHECK(named(events, "B", "kept").size() == 1);
+  CHECK(recorder.count() == failures);
+  json again = written("kept-again");  // written once: gone now
+  CHECK(named(again, "B", "kept").empty());
+}
+
 TEST_CASE("trace: recording from many threads while another writes the file after stop" * doctest::test_suite("stress")) {
   for (int round = 0; round < 5 * magpie::test::stress_repeat(); ++round) {
     trace::clear();

@@ -64,11 +64,36 @@ void report_misuse(std::string_view message);
 // check_valid reports and throws when `valid` is false (a get or consume on an empty future).
 void check_valid(bool valid, const char* operation);
 
-// relative is how long from now until `deadline`, never negative.
+// value_keeper is the scheduler that a promise's value task and event belong to: made on
+// first use, never destroyed, with no threads (nothing of it is ever queued: the value
+// task runs inline when the promise is set). So a promise can be set whatever became of
+// the scheduler it was made under.
+scheduler& value_keeper();
+
+// span_ns is a wait's length as a floating count of nanoseconds: any duration, and the
+// distance between any two time points, converts to it without overflowing.
+using span_ns = std::chrono::duration<long double, std::nano>;
+
+// until is how long from now until `deadline` (negative once it passed).
 template <class Clock, class Duration>
-typename Clock::duration relative(std::chrono::time_point<Clock, Duration> deadline) {
-  auto left = std::chrono::duration_cast<typename Clock::duration>(deadline - Clock::now());
-  return left > Clock::duration::zero() ? left : Clock::duration::zero();
+span_ns until(std::chrono::time_point<Clock, Duration> deadline) {
+  return span_ns(deadline.time_since_epoch()) - span_ns(Clock::now().time_since_epoch());
+}
+
+// wait_within waits at most `timeout` for `state` and says whether it completed (false
+// for an invalid state). A timeout that reaches within an hour of the end of the steady
+// clock's range (duration::max(), time_point::max()) waits without one: the deadline
+// saturates instead of wrapping into the past.
+template <class R>
+bool wait_within(const task<R>& state, span_ns timeout) noexcept {
+  using clock = std::chrono::steady_clock;
+  if (!state.is_valid()) return false;
+  if (!(timeout > span_ns::zero())) return state.wait(clock::duration::zero());  // past, or NaN
+  if (timeout >= span_ns(clock::time_point::max() - clock::now()) - span_ns(std::chrono::hours(1))) {
+    state.wait();
+    return true;
+  }
+  return state.wait(std::chrono::ceil<clock::duration>(timeout));
 }
 
 // continuation is the body of a then/next task: the state it continues (kept by handle,
@@ -128,16 +153,18 @@ class future {
   // wait returns once the future is ready (at once for an invalid future).
   void wait() const noexcept { state_.wait(); }
 
-  // wait_for returns whether the future became ready within `timeout` (false if invalid).
+  // wait_for returns whether the future became ready within `timeout` (false if invalid);
+  // duration::max() waits as long as it takes.
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> timeout) const noexcept {
-    return state_.is_valid() && state_.wait(timeout);
+    return async_internal::wait_within(state_, async_internal::span_ns(timeout));
   }
 
-  // wait_until returns whether the future became ready by `deadline` (false if invalid).
+  // wait_until returns whether the future became ready by `deadline` (false if invalid);
+  // time_point::max() waits as long as it takes.
   template <class Clock, class Duration>
   bool wait_until(std::chrono::time_point<Clock, Duration> deadline) const noexcept {
-    return wait_for(async_internal::relative(deadline));
+    return async_internal::wait_within(state_, async_internal::until(deadline));
   }
 
   // get waits, then returns the value (void for future<void>) and keeps the future valid;
@@ -221,13 +248,14 @@ class shared_future {
   bool is_valid() const noexcept { return state_.is_valid(); }
   bool is_ready() const noexcept { return state_.is_valid() && state_.is_completed(); }
   void wait() const noexcept { state_.wait(); }
+  // wait_for and wait_until are future's.
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> timeout) const noexcept {
-    return state_.is_valid() && state_.wait(timeout);
+    return async_internal::wait_within(state_, async_internal::span_ns(timeout));
   }
   template <class Clock, class Duration>
   bool wait_until(std::chrono::time_point<Clock, Duration> deadline) const noexcept {
-    return wait_for(async_internal::relative(deadline));
+    return async_internal::wait_within(state_, async_internal::until(deadline));
   }
 
   // get waits and returns the value; rethrows the exception the state holds.
@@ -265,14 +293,18 @@ class promise {
   using value_type = std::conditional_t<std::is_void_v<R>, no_value, R>;
 
  public:
-  // promise belongs to the scheduler the free functions use (docs/tasks.md).
+  // promise needs no scheduler alive to be set: set_value always completes its future.
+  // Continuations (then, next) belong to the scheduler they were attached under, and one
+  // whose scheduler is gone by then is reported and never runs.
   promise() : promise(std::function<void()>()) {}
 
   // promise(completion_callback) also runs `completion_callback` during set_value /
   // set_exception, once the value is visible through the future.
   explicit promise(std::function<void()> completion_callback)
-      : slot_(std::make_shared<async_internal::slot<R>>()), ready_("promise"), callback_(std::move(completion_callback)) {
-    state_ = magpie::launch(
+      : slot_(std::make_shared<async_internal::slot<R>>()),
+        ready_("promise", async_internal::value_keeper()),
+        callback_(std::move(completion_callback)) {
+    state_ = async_internal::value_keeper().launch(
         "promise value",
         [slot = slot_]() -> R {
           if (slot->error) std::rethrow_exception(slot->error);

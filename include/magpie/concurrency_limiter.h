@@ -85,9 +85,14 @@ class limiter_state;
 // task_concurrency_limiter runs pushed work as tasks, at most `max_concurrency` at once.
 class task_concurrency_limiter {
  public:
+  // most_at_once is the largest max_concurrency a limiter keeps. Each running piece holds
+  // a thread, so a larger N limits nothing in practice: it is taken as this one, without a
+  // report (UINT32_MAX is a fine way to say "no limit"), and slots lie in [0, most_at_once).
+  static constexpr std::uint32_t most_at_once = 4096;
+
   // task_concurrency_limiter uses the calling task's scheduler, else the calling named
   // thread's, else the default scheduler; its work runs at priority `work_priority`.
-  // max_concurrency 0 is reported and taken as 1.
+  // max_concurrency 0 is reported and taken as 1; above most_at_once, taken as that.
   explicit task_concurrency_limiter(std::uint32_t max_concurrency, priority work_priority = priority::normal);
   task_concurrency_limiter(std::uint32_t max_concurrency, priority work_priority, scheduler& owner);
 
@@ -110,7 +115,7 @@ class task_concurrency_limiter {
   // count too), false if `timeout` passed first. Runs queued pieces on this thread when it can.
   bool wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
 
-  // max_concurrency is N: how many pieces may run at once.
+  // max_concurrency is N: how many pieces may run at once (after the clamp above).
   std::uint32_t max_concurrency() const noexcept;
 
  private:

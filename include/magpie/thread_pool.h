@@ -43,7 +43,9 @@ class queued_thread_pool {
  public:
   queued_thread_pool();
 
-  // ~queued_thread_pool destroys the pool (abandons what is queued) if it still runs.
+  // ~queued_thread_pool destroys the pool (abandons what is queued) if it still runs. Run
+  // on one of the pool's own threads it is reported and ignored: the threads run on, and
+  // what they use stays allocated (the object's own storage goes, as the caller decided).
   ~queued_thread_pool();
 
   queued_thread_pool(const queued_thread_pool&) = delete;
@@ -55,7 +57,8 @@ class queued_thread_pool {
 
   // destroy abandons the queued work (abandon() once each, highest priority first), lets
   // the running work finish and joins the threads. Work added afterwards is abandoned at
-  // once. Not from one of the pool's own threads (reported). The pool may be created again.
+  // once. Calls from several threads at once all return after the join. Not from one of the
+  // pool's own threads (reported and ignored). The pool may be created again.
   void destroy();
 
   // add_queued_work queues `work`; any thread. Before create() or after destroy() it is
@@ -75,6 +78,10 @@ class queued_thread_pool {
   struct state;
 
  private:
+  // stop_and_join is destroy(), saying whether it was done: false when called, as
+  // `operation`, from one of the pool's own threads (reported).
+  bool stop_and_join(const char* operation);
+
   std::unique_ptr<state> state_;
 };
 

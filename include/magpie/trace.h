@@ -50,8 +50,9 @@ void stop();
 // is_recording says whether recording is on.
 bool is_recording();
 // write_chrome_json stops recording if it is on, writes what was recorded as Chrome
-// trace-event JSON, and drops it from the buffers; returns the events written (0 when the
-// file cannot be written, which is reported).
+// trace-event JSON, and drops it from the buffers once the whole file is written; returns
+// the events written. When the file cannot be opened or fully written (a full disk), that
+// is reported, 0 is returned and the recording is kept: a later call writes it.
 std::size_t write_chrome_json(const std::filesystem::path&);
 // clear drops what was recorded (stopping first).
 void clear();

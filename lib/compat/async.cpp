@@ -1,11 +1,24 @@
-// The compiled part of futures and promises: their misuse reports.
+// The compiled part of futures and promises: the scheduler promises' values live on, and
+// misuse reports.
 #include <magpie/async.h>
 #include <magpie/diagnostics.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace magpie::async_internal {
+
+scheduler& value_keeper() {
+  // Never destroyed: a promise may be set, and its tasks freed, during static destruction.
+  static scheduler* keeper = [] {
+    scheduler_options options;
+    options.workers = 0;
+    options.background_workers = 0;
+    return new scheduler(std::move(options));
+  }();
+  return *keeper;
+}
 
 void report_misuse(std::string_view message) { report(diagnostic_kind::misuse, std::string(message)); }
 

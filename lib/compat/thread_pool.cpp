@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -26,10 +27,15 @@ queued_work::~queued_work() = default;
 struct queued_thread_pool::state {
   static constexpr std::size_t priority_count = 5;
 
-  std::mutex mutex;  // guards queues, running and stopping
+  std::mutex mutex;  // guards queues, running, stopping, joining and threads
   std::array<std::deque<queued_work*>, priority_count> queues;
   bool running = false;
   bool stopping = false;
+  // joining: a destroy is joining `threads`. They stay listed until joined, so that one of
+  // them calling destroy meanwhile is told apart (ignored, not made to wait for itself);
+  // every other destroy, and create, waits on `joined` until the join is over.
+  bool joining = false;
+  std::condition_variable joined;
   std::vector<pthread_t> threads;
   std::string name;
 
@@ -116,7 +122,12 @@ struct queued_thread_pool::state {
 
 queued_thread_pool::queued_thread_pool() : state_(std::make_unique<state>()) {}
 
-queued_thread_pool::~queued_thread_pool() { destroy(); }
+queued_thread_pool::~queued_thread_pool() {
+  if (stop_and_join("~queued_thread_pool")) return;
+  // On one of the pool's own threads: the threads still run on the state, so it must
+  // outlive them. It is left allocated, as the threads are left running.
+  (void)state_.release();
+}
 
 bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const char* name) {
   if (threads == 0) {
@@ -124,6 +135,7 @@ bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const 
     return false;
   }
   std::unique_lock lock(state_->mutex);
+  state_->joined.wait(lock, [this] { return !state_->joining; });  // a destroy's threads are gone first
   if (state_->running) {
     std::string running_name = state_->name;
     lock.unlock();
@@ -152,33 +164,46 @@ bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const 
   return state_->running;
 }
 
-void queued_thread_pool::destroy() {
+void queued_thread_pool::destroy() { (void)stop_and_join("destroy"); }
+
+bool queued_thread_pool::stop_and_join(const char* operation) {
+  state* pool = state_.get();
   std::vector<queued_work*> abandoned;
   std::vector<pthread_t> threads;
   {
-    std::unique_lock lock(state_->mutex);
-    if (!state_->running) return;
+    std::unique_lock lock(pool->mutex);
     pthread_t self = pthread_self();
-    for (pthread_t each : state_->threads) {
+    for (pthread_t each : pool->threads) {
       if (pthread_equal(each, self) != 0) {
-        std::string name = state_->name;
+        std::string name = pool->name;
         lock.unlock();
-        report(diagnostic_kind::misuse, "queued_thread_pool '" + name +
-                                            "': destroy called from one of its own threads; ignored");
-        return;
+        report(diagnostic_kind::misuse, "queued_thread_pool '" + name + "': " + operation +
+                                            " called from one of its own threads; ignored (the pool runs on)");
+        return false;
       }
     }
-    state_->stopping = true;
-    state_->running = false;
-    for (auto& queue : state_->queues) {
+    if (!pool->running) {
+      // Another destroy may be joining: return after it, as Unreal's Destroy does.
+      pool->joined.wait(lock, [pool] { return !pool->joining; });
+      return true;
+    }
+    pool->stopping = true;
+    pool->running = false;
+    pool->joining = true;
+    for (auto& queue : pool->queues) {
       abandoned.insert(abandoned.end(), queue.begin(), queue.end());
       queue.clear();
     }
-    threads.swap(state_->threads);
+    threads = pool->threads;
   }
   for (queued_work* work : abandoned) work->abandon();
-  state_->wake(true);
+  pool->wake(true);
   for (pthread_t thread : threads) pthread_join(thread, nullptr);
+  std::lock_guard lock(pool->mutex);
+  pool->threads.clear();
+  pool->joining = false;
+  pool->joined.notify_all();  // under the mutex: a woken destroyer may free the state once it has it
+  return true;
 }
 
 void queued_thread_pool::add_queued_work(queued_work* work, queued_work_priority priority) {
@@ -187,23 +212,18 @@ void queued_thread_pool::add_queued_work(queued_work* work, queued_work_priority
     return;
   }
   auto index = static_cast<std::size_t>(priority);
-  bool accepted = false;
-  bool someone_idle = false;
   bool never_created = false;
   {
     std::lock_guard lock(state_->mutex);
     if (index >= state::priority_count) index = static_cast<std::size_t>(queued_work_priority::normal);
     if (state_->running) {
       state_->queues[index].push_back(work);
-      accepted = true;
-      someone_idle = state_->claim_wake();
-    } else {
-      never_created = !state_->stopping;
+      // The wake-up too under the mutex: once it is released, the work may run, finish, and
+      // the pool be destroyed (by the work itself, or by whoever it told it was done).
+      if (state_->claim_wake()) state_->wake(false);
+      return;
     }
-  }
-  if (accepted) {
-    if (someone_idle) state_->wake(false);
-    return;
+    never_created = !state_->stopping;
   }
   if (never_created) {
     report(diagnostic_kind::misuse, "queued_thread_pool: add_queued_work before create(); the work is abandoned");
