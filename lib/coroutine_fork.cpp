@@ -84,6 +84,8 @@ void wake_for_fork(scheduler::impl* home) noexcept { home->wake_for(priority::no
 void fork_slowly(coro_promise_base& parent, coro_promise_base& child) {
   scheduler::impl* home = owner_of(parent.owner);
   if (home->workers.empty()) {  // nobody could steal it: run it now, without a queue between
+    parent.forks.run_forks_now = true;  // fixed for the scheduler's life: the next forks, and the children's, skip this look
+    child.forks.run_forks_now = true;
     run_child_now(parent, child);
     return;
   }

@@ -71,8 +71,10 @@ struct fork_state {
   std::atomic<bool> failed{false};  // a child threw: the first claims `failure` by this flag
   std::exception_ptr failure;
   // home is the scheduler whose workers may steal this coroutine's children (nullptr: not
-  // looked up yet, or none: the children then run when forked).
+  // looked up yet, or none: the children then run when forked). run_forks_now: its
+  // scheduler has no workers, so a fork runs the child at once, as call does.
   scheduler::impl* home = nullptr;
+  bool run_forks_now = false;
   // As a forked child: its parent (nullptr: not a forked child), where its result goes,
   // and, while the parent's own thread runs it inline, the flag it sets on finishing there.
   coro_promise_base* parent = nullptr;

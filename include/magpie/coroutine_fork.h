@@ -88,6 +88,7 @@ inline void adopt_child(coro_promise_base& parent, coro_promise_base& child) noe
   child.token = parent.token;
   child.forks.parent = &parent;
   child.forks.home = parent.forks.home;
+  child.forks.run_forks_now = parent.forks.run_forks_now;
   child.forks.item.handler = &run_forked_child;
   child.forks.item.name = fork_child_name;
   child.forks.item.child = &child;
@@ -159,7 +160,7 @@ class fork_awaiter {
     promise.forks.destination = destination_;
     adopt_child(parent, promise);
     parent.forks.forked = true;
-    if (run_now_) {
+    if (run_now_ || parent.forks.run_forks_now) {
       run_child_now(parent, promise);
     } else {
       try {
