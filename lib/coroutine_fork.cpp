@@ -12,11 +12,6 @@ namespace magpie::detail {
 
 namespace {
 
-// is_child_of says whether a work item popped from this thread's deque is a forked child of `parent`.
-bool is_child_of(const work_item* item, const coro_promise_base& parent) noexcept {
-  return item->name == fork_child_name && static_cast<const fork_item*>(item)->child->forks.parent == &parent;
-}
-
 // run_own_children runs, newest first, the parent's children on top of this thread's deque.
 void run_own_children(coro_promise_base& parent) noexcept {
   fork_state& forks = parent.forks;

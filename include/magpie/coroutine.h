@@ -22,6 +22,18 @@
 // add_nested() from the coroutine makes the coroutine task wait for the nested task, before
 // and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
 //
+// Fork-join between coroutines, without a task per child (include/magpie/coroutine_fork.h):
+//
+//   magpie::coro<long> fib(int n) {
+//     if (n < 2) co_return n;
+//     long a = 0, b = 0;
+//     co_await magpie::fork(a, fib(n - 1));  // stealable by idle workers
+//     co_await magpie::call(b, fib(n - 2));  // runs now
+//     co_await magpie::join();               // suspends only if children finish elsewhere
+//     co_return a + b;
+//   }
+//   long answer = magpie::launch("fib", [] { return fib(30); }).get_result();
+//
 // Destroying the scheduler abandons its coroutines still suspended behind work that never
 // completed (an event never triggered): each is reported by name, its frame and body are
 // freed, and its task completes holding task_never_ran (docs/coroutines.md, Shutdown).

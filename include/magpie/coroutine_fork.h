@@ -82,6 +82,11 @@ inline void child_failed(coro_promise_base& parent, std::exception_ptr failure) 
   if (!parent.forks.failed.exchange(true, std::memory_order_relaxed)) parent.forks.failure = std::move(failure);
 }
 
+// is_child_of says whether a work item taken from this thread's deque is a forked child of `parent`.
+inline bool is_child_of(const work_item* item, const coro_promise_base& parent) noexcept {
+  return item->name == fork_child_name && static_cast<const fork_item*>(item)->child->forks.parent == &parent;
+}
+
 // adopt_child makes the coroutine `child` (not started) a forked child of `parent`.
 inline void adopt_child(coro_promise_base& parent, coro_promise_base& child) noexcept {
   child.owner = parent.owner;  // for names, priority and the scheduler; the child never completes it
@@ -187,9 +192,25 @@ class join_awaiter {
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> frame) {
     parent_ = &as_magpie_promise(frame);
-    parent_->forks.forked = false;
-    if (parent_->forks.unjoined == 0) return false;  // all finished here already
-    return !join_here(*parent_);
+    coro_promise_base& parent = *parent_;
+    parent.forks.forked = false;
+    if (parent.forks.unjoined == 0) return false;  // all finished here already
+    // The common shape first, inline: a worker of the parent's scheduler joins its newest
+    // child, still on top of its deque. Anything else takes join_here.
+    const thread_context& context = current_thread_context;
+    if (context.owner == parent.forks.home && context.owner != nullptr && context.deque != nullptr) {
+      bool pushed_back = false;
+      auto mine = context.deque->pop_matching([&parent](work_item* item) { return is_child_of(item, parent); },
+                                              pushed_back);
+      if (mine) {
+        run_child_now(parent, *static_cast<fork_item*>(*mine)->child);
+        --parent.forks.unjoined;  // run_child_now counted it again
+        if (parent.forks.unjoined == 0) return false;
+      } else if (pushed_back) {
+        wake_for_fork(context.owner);  // a thief may have found it gone meanwhile
+      }
+    }
+    return !join_here(parent);
   }
   void await_resume() const {
     // relaxed: set by a child on this thread, or published by `pending` before the resume
