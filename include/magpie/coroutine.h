@@ -172,9 +172,17 @@ inline std::coroutine_handle<> finish_coroutine(coro_promise_base& promise) noex
 // suspended at its final point and the last to finish ends it (lib/coroutine_fork.cpp).
 bool settle_forks_at_return(coro_promise_base& promise) noexcept;
 
-// final_awaiter ends every magpie coroutine: it hands the frame to finish_coroutine.
+// finished_here ends a forked child that returns on the thread of control that runs it for
+// its parent (include/magpie/coroutine_fork.h): false when it must take finish_coroutine.
+inline bool finished_here(coro_promise_base& promise) noexcept;
+
+// final_awaiter ends every magpie coroutine: it hands the frame to finish_coroutine, except
+// that a forked child its parent's thread runs is counted there and lets the coroutine end
+// by itself (which frees the frame without another call through it).
 struct final_awaiter {
-  bool await_ready() const noexcept { return false; }
+  coro_promise_base* promise;
+
+  bool await_ready() const noexcept { return finished_here(*promise); }
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> frame) const noexcept {
     // The awaiter lived in the frame: nothing here touches it after the frame goes.
@@ -189,7 +197,7 @@ template <class R>
 class coro_promise : public coro_promise_base {
  public:
   coro<R> get_return_object() noexcept;
-  final_awaiter final_suspend() noexcept { return {}; }
+  final_awaiter final_suspend() noexcept { return {this}; }
   template <class Value>
     requires std::is_constructible_v<R, Value&&>
   void return_value(Value&& value) {
@@ -208,7 +216,7 @@ template <>
 class coro_promise<void> : public coro_promise_base {
  public:
   coro<void> get_return_object() noexcept;
-  final_awaiter final_suspend() noexcept { return {}; }
+  final_awaiter final_suspend() noexcept { return {this}; }
   void return_void() noexcept {}
 };
 

@@ -143,6 +143,14 @@ inline std::coroutine_handle<> finish_forked(coro_promise_base& child) noexcept 
   return parent.self;
 }
 
+inline bool finished_here(coro_promise_base& promise) noexcept {
+  fork_state& forks = promise.forks;
+  if (forks.finished_inline == nullptr || forks.forked) return false;
+  if (promise.failure) [[unlikely]] child_failed(*forks.parent, std::move(promise.failure));
+  *forks.finished_inline = true;  // the runner reads it once the frame is gone
+  return true;
+}
+
 inline std::coroutine_handle<> finish_coroutine(coro_promise_base& promise) noexcept {
   if (promise.forks.parent != nullptr) return finish_forked(promise);
   finish_task_coroutine(promise);
