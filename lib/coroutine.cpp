@@ -69,6 +69,15 @@ std::uint8_t own_stripe() noexcept {
 // frame and its body (which may hold handles to what it awaited).
 void abandon_coroutine(std::coroutine_handle<> frame, coro_promise_base& promise) noexcept {
   task_base* owner = promise.owner;
+  if (promise.forks.parent != nullptr) {
+    // A forked child: it ends as one that threw, so that its parent's join goes on.
+    std::string text = std::string("coroutine forked by task '") + owner->name +
+                       "' was suspended when its scheduler shut down: it never resumes; frame freed";
+    report(diagnostic_kind::never_ran, text);
+    promise.failure = std::make_exception_ptr(task_never_ran(text));
+    finish_forked(promise).resume();
+    return;
+  }
   report(diagnostic_kind::never_ran, std::string("coroutine task '") + owner->name +
                                          "' was suspended when its scheduler shut down: it never resumes; frame freed");
   hand_over_failure(owner, std::make_exception_ptr(task_never_ran(std::string("coroutine task '") + owner->name +
@@ -188,7 +197,9 @@ bool is_abandoned_resumption(task_base* task) noexcept {
 }
 
 void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where) {
-  if (!promise.done) {
+  if (promise.forks.parent != nullptr) {
+    promise.forks.finished_inline = nullptr;  // a forked child: it finishes elsewhere now (coroutine_fork.h)
+  } else if (!promise.done) {
     // The first suspension, so still inside the coroutine task's own run: the event nests
     // in it before anything can resume the coroutine.
     promise.done.emplace(promise.owner->name);
@@ -259,6 +270,12 @@ void resumer::abandon(std::coroutine_handle<> frame) noexcept { abandon_coroutin
 
 void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept {
   coro_promise_base* promise = static_cast<resumption_task*>(resumption)->body().promise();
+  if (promise->forks.parent != nullptr) {
+    report(diagnostic_kind::misuse, std::string("add_nested('") + nested->name +
+                                        "') from a forked coroutine of task '" + promise->owner->name +
+                                        "': only a task's own coroutine can nest tasks; ignored");
+    return;
+  }
   add_handle(nested);
   promise->done->add_prerequisites(task<>::adopt(nested));
 }

@@ -1,6 +1,6 @@
 // The coroutine fib's libfork peer: fib with every call a libfork coroutine task, written in
 // libfork's own idiom (fork the first call, call the second, join), beside magpie's coro_fib
-// row (bench/coroutine/magpie.cpp, same n and count of calls through fib.h). libfork v3 from
+// and coro_fork_fib rows (bench/coroutine/magpie.cpp, same n and count of calls through fib.h). libfork v3 from
 // a checkout named by -Dlibfork_dir (never vendored). The pool is libfork's lazy_pool, whose
 // idle workers sleep as magpie's do (its busy_pool spins). "N threads" = a pool of N workers;
 // the calling thread only blocks in sync_wait, as a magpie caller waiting on the root would.
@@ -38,5 +38,7 @@ int main(int argc, char** argv) {
       if (lf::sync_wait(pool, fib, fib_n) != expected) throw std::runtime_error("wrong answer: libfork fib");
     });
     bench::record(chosen, "libfork", "coro_fib", std::to_string(fib_n), threads, seconds, calls);
+    // The same runs are the peer of magpie's fork-join row too: libfork's fib is fork-join.
+    bench::record(chosen, "libfork", "coro_fork_fib", std::to_string(fib_n), threads, seconds, calls);
   }
 }

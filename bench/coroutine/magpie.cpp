@@ -1,9 +1,10 @@
 // Coroutine tasks, cancellation and the concurrency limiter on magpie: co_await of a
 // completed task, a suspension resumed across a completion beside a task chain's hop, a
-// chain of coroutine tasks, fib with every call a coroutine task beside task_group fib,
+// chain of coroutine tasks, fib with every call a coroutine task, fib of forked coroutines
+// (fork/call/join, no task per call) beside task_group fib,
 // limiter throughput, a cancellation check and a skipped task beside an empty one.
 // Peers: bench/coroutine/tbb.cpp (the limiter as a semaphore-guarded task_group) and
-// bench/coroutine/libfork.cpp (coro_fib, when -Dlibfork_dir names a checkout).
+// bench/coroutine/libfork.cpp (coro_fib and coro_fork_fib, when -Dlibfork_dir names a checkout).
 // "N threads" = N − 1 workers + this thread.
 #include "../common/harness.h"
 #include "../common/magpie_threads.h"
@@ -77,6 +78,18 @@ magpie::task<long> coroutine_fib(magpie::scheduler& pool, int n) {
   });
 }
 
+// forked_fib is coroutine fib in fork-join form (magpie::fork / call / join): every call a
+// coroutine frame, the first forked onto the deque, the second called, no task per call.
+magpie::coro<long> forked_fib(int n) {
+  if (n < 2) co_return n;
+  long a = 0;
+  long b = 0;
+  co_await magpie::fork(a, forked_fib(n - 1));
+  co_await magpie::call(b, forked_fib(n - 2));
+  co_await magpie::join();
+  co_return a + b;
+}
+
 long group_fib(int n) {
   if (n < 2) return n;
   long a = 0;
@@ -117,6 +130,10 @@ int main(int argc, char** argv) {
     const std::uint64_t calls = bench::coro_fib::calls(fib_n);
     auto coro_fib = bench::time_runs(chosen.runs, [&] { check(coroutine_fib(pool, fib_n).get_result() == expected, "coroutine fib"); });
     bench::record(chosen, "magpie", "coro_fib", std::to_string(fib_n), threads, coro_fib, calls);
+    auto fork_fib = bench::time_runs(chosen.runs, [&] {
+      check(pool.launch("fork fib", [fib_n] { return forked_fib(fib_n); }).get_result() == expected, "coroutine fork fib");
+    });
+    bench::record(chosen, "magpie", "coro_fork_fib", std::to_string(fib_n), threads, fork_fib, calls);
     auto task_group_fib = bench::time_runs(chosen.runs, [&] {
       long result = 0;
       pool.launch("fib root", [&result, fib_n] { result = group_fib(fib_n); }).wait();

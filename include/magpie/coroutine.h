@@ -22,6 +22,18 @@
 // add_nested() from the coroutine makes the coroutine task wait for the nested task, before
 // and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
 //
+// Fork-join between coroutines, without a task per child (include/magpie/coroutine_fork.h):
+//
+//   magpie::coro<long> fib(int n) {
+//     if (n < 2) co_return n;
+//     long a = 0, b = 0;
+//     co_await magpie::fork(a, fib(n - 1));  // stealable by idle workers
+//     co_await magpie::call(b, fib(n - 2));  // runs now
+//     co_await magpie::join();               // suspends only if children finish elsewhere
+//     co_return a + b;
+//   }
+//   long answer = magpie::launch("fib", [] { return fib(30); }).get_result();
+//
 // Destroying the scheduler abandons its coroutines still suspended behind work that never
 // completed (an event never triggered): each is reported by name, its frame and body are
 // freed, and its task completes holding task_never_ran (docs/coroutines.md, Shutdown).
@@ -29,9 +41,12 @@
 
 #include <magpie/cancellation.h>
 #include <magpie/detail/task_pool.h>
+#include <magpie/detail/work_item.h>
+#include <magpie/scheduler.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>
 
+#include <atomic>
 #include <coroutine>
 #include <cstdint>
 #include <exception>
@@ -46,6 +61,39 @@ template <class R = void>
 class coro;
 
 namespace detail {
+
+class coro_promise_base;
+
+// fork_item is a forked child coroutine's entry in a deque: a work item that runs it.
+struct fork_item : work_item {
+  coro_promise_base* child = nullptr;
+};
+
+// fork_state is a coroutine's fork-join bookkeeping (include/magpie/coroutine_fork.h).
+struct fork_state {
+  // As a parent. unjoined counts the children forked since the last join that have not
+  // finished on this coroutine's own thread of control (only this coroutine touches it).
+  // Children that finish anywhere else — stolen, or suspended on the way — subtract one
+  // from pending each; the join adds the unjoined count to it and suspends unless that
+  // makes zero, and the child whose subtraction reaches zero resumes it.
+  std::uint32_t unjoined = 0;
+  bool forked = false;    // a child was forked or called since the last join (a return without one is misuse)
+  bool returned = false;  // suspended at its final point until its unjoined children finish
+  std::atomic<std::int32_t> pending{0};
+  std::atomic<bool> failed{false};  // a child threw: the first claims `failure` by this flag
+  std::exception_ptr failure;
+  // home is the scheduler whose workers may steal this coroutine's children (nullptr: not
+  // looked up yet, or none: the children then run when forked). run_forks_now: its
+  // scheduler has no workers, so a fork runs the child at once, as call does.
+  scheduler::impl* home = nullptr;
+  bool run_forks_now = false;
+  // As a forked child: its parent (nullptr: not a forked child), where its result goes,
+  // and, while the parent's own thread runs it inline, the flag it sets on finishing there.
+  coro_promise_base* parent = nullptr;
+  void* destination = nullptr;
+  bool* finished_inline = nullptr;
+  fork_item item;
+};
 
 // coro_promise_base is the part of every magpie coroutine's promise that does not depend on R.
 class coro_promise_base {
@@ -67,6 +115,12 @@ class coro_promise_base {
   // token is the cancellation token the task was launched with (nullptr: none): every
   // segment of the coroutine runs under it, not only the first.
   const cancellation_token* token = nullptr;
+  // self is this coroutine's own frame (set as it is made): forked children are run, and
+  // their parents resumed, through it.
+  std::coroutine_handle<> self;
+  // forks is this coroutine's fork-join state: as a parent, and as a forked child
+  // (include/magpie/coroutine_fork.h). Untouched by a coroutine that never forks.
+  fork_state forks;
 };
 
 // token_for_segment makes `token` the thread's current one while a coroutine segment runs
@@ -95,26 +149,46 @@ bool run_awaited_here(task_base* awaited) noexcept;
 // hand_over_failure gives the owner the coroutine's exception (lib/coroutine.cpp).
 void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept;
 
-// finish_coroutine: the coroutine returned; its result or failure is already in the owner.
-// Destroys the frame and the body, then lets the owner complete.
-template <class Promise>
-void finish_coroutine(std::coroutine_handle<Promise> frame) noexcept {
-  Promise& promise = frame.promise();
+// finish_task_coroutine: the coroutine of a task returned; its result or failure is in
+// the promise or the owner already. Destroys the frame and the body, then lets the owner
+// complete.
+inline void finish_task_coroutine(coro_promise_base& promise) noexcept {
   task_base* owner = promise.owner;
   if (promise.failure) hand_over_failure(owner, std::move(promise.failure));
   std::optional<task_event> done = std::move(promise.done);
   auto destroy_body = promise.destroy_body;
-  frame.destroy();
+  promise.self.destroy();
   destroy_body(owner);  // the callable outlived the coroutine, as launch promises
   if (done) done->trigger();
 }
 
-// final_awaiter ends every magpie coroutine: it hands the frame to finish_coroutine.
+// finish_coroutine ends a coroutine that returned, a task's or a forked child's, and
+// returns the coroutine to continue with (a parent its finish resumes), else a no-op one
+// (include/magpie/coroutine_fork.h).
+inline std::coroutine_handle<> finish_coroutine(coro_promise_base& promise) noexcept;
+
+// settle_forks_at_return: a coroutine returned (or threw) with forked children not
+// joined. Runs those still queued here; true when all have finished, else it stays
+// suspended at its final point and the last to finish ends it (lib/coroutine_fork.cpp).
+bool settle_forks_at_return(coro_promise_base& promise) noexcept;
+
+// finished_here ends a forked child that returns on the thread of control that runs it for
+// its parent (include/magpie/coroutine_fork.h): false when it must take finish_coroutine.
+inline bool finished_here(coro_promise_base& promise) noexcept;
+
+// final_awaiter ends every magpie coroutine: it hands the frame to finish_coroutine, except
+// that a forked child its parent's thread runs is counted there and lets the coroutine end
+// by itself (which frees the frame without another call through it).
 struct final_awaiter {
-  bool await_ready() const noexcept { return false; }
+  coro_promise_base* promise;
+
+  bool await_ready() const noexcept { return finished_here(*promise); }
   template <class Promise>
-  void await_suspend(std::coroutine_handle<Promise> frame) const noexcept {
-    finish_coroutine(frame);  // the awaiter lived in the frame: nothing here touches it after
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> frame) const noexcept {
+    // The awaiter lived in the frame: nothing here touches it after the frame goes.
+    coro_promise_base& promise = frame.promise();
+    if (promise.forks.forked && !settle_forks_at_return(promise)) [[unlikely]] return std::noop_coroutine();
+    return finish_coroutine(promise);
   }
   void await_resume() const noexcept {}
 };
@@ -123,10 +197,16 @@ template <class R>
 class coro_promise : public coro_promise_base {
  public:
   coro<R> get_return_object() noexcept;
-  final_awaiter final_suspend() noexcept { return {}; }
+  final_awaiter final_suspend() noexcept { return {this}; }
   template <class Value>
     requires std::is_constructible_v<R, Value&&>
   void return_value(Value&& value) {
+    if constexpr (std::is_assignable_v<R&, Value&&>) {
+      if (forks.destination != nullptr) {  // a forked child: into the parent's variable
+        *static_cast<R*>(forks.destination) = std::forward<Value>(value);
+        return;
+      }
+    }
     // Straight into the task's result: no second copy.
     new (static_cast<task_with_result<R>*>(owner)->result_storage) R(std::forward<Value>(value));
   }
@@ -136,7 +216,7 @@ template <>
 class coro_promise<void> : public coro_promise_base {
  public:
   coro<void> get_return_object() noexcept;
-  final_awaiter final_suspend() noexcept { return {}; }
+  final_awaiter final_suspend() noexcept { return {this}; }
   void return_void() noexcept {}
 };
 
@@ -380,10 +460,14 @@ class coro {
 namespace detail {
 template <class R>
 coro<R> coro_promise<R>::get_return_object() noexcept {
-  return coro<R>(std::coroutine_handle<coro_promise<R>>::from_promise(*this));
+  auto frame = std::coroutine_handle<coro_promise<R>>::from_promise(*this);
+  self = frame;
+  return coro<R>(frame);
 }
 inline coro<void> coro_promise<void>::get_return_object() noexcept {
-  return coro<void>(std::coroutine_handle<coro_promise<void>>::from_promise(*this));
+  auto frame = std::coroutine_handle<coro_promise<void>>::from_promise(*this);
+  self = frame;
+  return coro<void>(frame);
 }
 }  // namespace detail
 
@@ -406,3 +490,5 @@ inline detail::placement_awaiter resume_on(priority p) noexcept { return detail:
 inline detail::placement_awaiter yield() noexcept { return detail::placement_awaiter(std::nullopt); }
 
 }  // namespace magpie
+
+#include <magpie/coroutine_fork.h>  // fork, call, join: fork-join between coroutines

@@ -1,0 +1,138 @@
+// Fork-join between coroutines: queueing forked children, joining them, and a parent's
+// end with children not joined (include/magpie/coroutine_fork.h).
+#include "task_internal.h"
+
+#include <magpie/coroutine.h>
+#include <magpie/diagnostics.h>
+
+#include <string>
+#include <thread>
+
+namespace magpie::detail {
+
+namespace {
+
+// run_own_children runs, newest first, the parent's children on top of this thread's deque.
+void run_own_children(coro_promise_base& parent) noexcept {
+  fork_state& forks = parent.forks;
+  scheduler::impl* home = owner_of(parent.owner);
+  work_stealing_deque<work_item*>* own = home->own_deque(this_thread_context());
+  if (own == nullptr) return;
+  while (forks.unjoined != 0) {
+    bool pushed_back = false;
+    auto mine = own->pop_matching([&parent](work_item* item) { return is_child_of(item, parent); }, pushed_back);
+    if (!mine) {
+      if (pushed_back) home->wake_for(priority::normal);  // a thief may have found it gone meanwhile
+      return;
+    }
+    run_child_now(parent, *static_cast<fork_item*>(*mine)->child);
+    --forks.unjoined;  // run_child_now counted it again
+  }
+}
+
+// wait_for_children suspends `parent` until its unjoined children finish elsewhere; false
+// when they all have already (the parent goes on). `at_return`: it waits at its final
+// point, and the last child ends it instead of resuming it.
+bool wait_for_children(coro_promise_base& parent, bool at_return) {
+  fork_state& forks = parent.forks;
+  if (forks.parent == nullptr && !parent.done) {
+    // A task's first suspension, so still inside its own run: the event nests in it before
+    // anything can resume the coroutine. (May throw: nothing is changed yet.)
+    parent.done.emplace(parent.owner->name);
+    magpie::add_nested(*parent.done);
+  }
+  const auto count = static_cast<std::int32_t>(forks.unjoined);
+  forks.unjoined = 0;
+  bool* finished_inline = forks.finished_inline;
+  forks.finished_inline = nullptr;  // suspending: a forked one finishes elsewhere, counted down by `pending`
+  forks.returned = at_return;
+  // acq_rel: release publishes the writes above to the child whose finish resumes the
+  // parent; acquire takes the results of the children that finished before
+  if (forks.pending.fetch_add(count, std::memory_order_acq_rel) + count != 0) return true;
+  forks.finished_inline = finished_inline;  // not suspended after all: still the runner's to count
+  forks.returned = false;
+  return false;
+}
+
+}  // namespace
+
+bool run_forked_child(work_item* item, work_action action) noexcept {
+  coro_promise_base& child = *static_cast<fork_item*>(item)->child;
+  if (action == work_action::discard) {
+    // Its scheduler shut down with the child still queued: it never runs. It finishes as a
+    // child that threw, so that its parent's join goes on.
+    std::string text = std::string("coroutine forked by task '") + child.owner->name +
+                       "' never ran: its scheduler shut down";
+    report(diagnostic_kind::never_ran, text);
+    child.failure = std::make_exception_ptr(task_never_ran(text));
+    child.forks.finished_inline = nullptr;
+    finish_forked(child).resume();
+    return true;
+  }
+  token_for_segment scope(child.token);
+  child.self.resume();  // may resume its parent, and theirs, as each finishes last
+  return true;
+}
+
+void wake_for_fork(scheduler::impl* home) noexcept { home->wake_for(priority::normal); }
+
+void fork_slowly(coro_promise_base& parent, coro_promise_base& child) {
+  scheduler::impl* home = owner_of(parent.owner);
+  if (home->workers.empty()) {  // nobody could steal it: run it now, without a queue between
+    parent.forks.run_forks_now = true;  // fixed for the scheduler's life: the next forks, and the children's, skip this look
+    child.forks.run_forks_now = true;
+    run_child_now(parent, child);
+    return;
+  }
+  const priority at = parent.owner->task_priority();
+  thread_context& context = this_thread_context();
+  work_stealing_deque<work_item*>* own = home->own_deque(context);
+  // relaxed: as in fork_child
+  if (at == priority::normal && own != nullptr && (context.self != nullptr || home->accepting.load(std::memory_order_relaxed))) {
+    own->push(&child.forks.item);
+    ++parent.forks.unjoined;
+    // Where the thread's context names this deque, the next forks take the inline path.
+    if (context.owner == home && context.deque == own) parent.forks.home = home;
+    home->wake_for(at);
+    return;
+  }
+  home->schedule(&child.forks.item, at);  // another priority, or no deque of ours: the join cannot take it back
+  ++parent.forks.unjoined;
+}
+
+bool join_here(coro_promise_base& parent) {
+  run_own_children(parent);
+  if (parent.forks.unjoined == 0) return true;
+  return !wait_for_children(parent, /*at_return=*/false);
+}
+
+void rethrow_fork_failure(coro_promise_base& parent) {
+  std::exception_ptr failure = std::move(parent.forks.failure);
+  parent.forks.failure = nullptr;
+  parent.forks.failed.store(false, std::memory_order_relaxed);  // relaxed: only this coroutine reads it, at its joins
+  std::rethrow_exception(failure);
+}
+
+bool settle_forks_at_return(coro_promise_base& promise) noexcept {
+  promise.forks.forked = false;
+  if (!promise.failure) {
+    report(diagnostic_kind::misuse, std::string("a coroutine of task '") + promise.owner->name +
+                                        "' returned with forked children not joined; it ends when they finish");
+  }
+  run_own_children(promise);
+  if (promise.forks.unjoined == 0) return true;
+  try {
+    return !wait_for_children(promise, /*at_return=*/true);
+  } catch (...) {
+    // No memory for the task's completion event: wait here instead, the children being
+    // stealable or already running elsewhere.
+    const auto count = static_cast<std::int32_t>(promise.forks.unjoined);
+    promise.forks.unjoined = 0;
+    // acquire: pairs with the children's release in finish_forked
+    while (promise.forks.pending.load(std::memory_order_acquire) != -count) std::this_thread::yield();
+    promise.forks.pending.store(0, std::memory_order_relaxed);  // relaxed: no child is left to read it
+    return true;
+  }
+}
+
+}  // namespace magpie::detail
