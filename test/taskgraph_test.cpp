@@ -717,7 +717,7 @@ TEST_CASE("taskgraph: trigger_event_when_tasks_complete never deadlocks when eve
   task_event released("released", pool);
   std::atomic<int> waiting{0};
   std::vector<task<>> blocked;
-  for (unsigned i = 0; i < pool.worker_count() + pool.background_worker_count(); ++i) {
+  for (unsigned i = 0; i < pool.worker_count(); ++i) {
     blocked.push_back(pool.launch("blocked", [&] {
       ++waiting;
       released.wait();
