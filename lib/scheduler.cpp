@@ -9,9 +9,15 @@
 
 #include <magpie/diagnostics.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -45,7 +51,36 @@ constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std:
 
 constinit thread_local thread_context detail::current_thread_context;
 
+namespace {
+
+// most_threads_from_environment bounds MAGPIE_NUM_THREADS: beyond it a value is a typo.
+constexpr unsigned long most_threads_from_environment = 65536;
+
+// threads_from_environment is MAGPIE_NUM_THREADS when it holds a count from 1 to
+// most_threads_from_environment; anything else set there is reported, once per process.
+std::optional<unsigned> threads_from_environment() noexcept {
+  const char* text = std::getenv("MAGPIE_NUM_THREADS");
+  if (text == nullptr) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long value = std::isdigit(static_cast<unsigned char>(*text)) != 0 ? std::strtoul(text, &end, 10) : 0;
+  if (end != nullptr && *end == '\0' && errno == 0 && value >= 1 && value <= most_threads_from_environment) {
+    return static_cast<unsigned>(value);
+  }
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true, std::memory_order_relaxed)) {  // relaxed: only "once" matters
+    report(diagnostic_kind::misuse,
+           std::string("MAGPIE_NUM_THREADS='") + text + "' is not a thread count from 1 to " +
+               std::to_string(most_threads_from_environment) + "; ignored (the hardware's count applies)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 unsigned default_worker_count() noexcept {
+  // N threads of foreground work counting the caller: N − 1 workers.
+  if (std::optional<unsigned> threads = threads_from_environment()) return *threads - 1;
   unsigned hardware = std::thread::hardware_concurrency();
   return hardware > 1 ? hardware - 1 : 1;
 }
@@ -228,10 +263,14 @@ scheduler_slot::~scheduler_slot() {
 }
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
-    : serial(next_serial()), facade(owner), options(std::move(chosen)), foreground_count(options.workers) {
+    : serial(next_serial()),
+      facade(owner),
+      options(std::move(chosen)),
+      // The background workers are a part of the workers, the last ones.
+      foreground_count(options.workers - std::min<unsigned>(options.background_workers, options.workers)) {
   // Before any of its tasks exists: their completions' barriers depend on it.
   detail::std_atomics::enable_asymmetric_barriers();
-  unsigned total = options.workers + options.background_workers;
+  unsigned total = options.workers;
   workers.reserve(total);
   for (unsigned i = 0; i < total; ++i) {
     auto fresh = std::make_unique<worker>();
@@ -244,8 +283,7 @@ scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
     standby_pool& pool = standby[index_of(kind)];
     pool.kind = kind;
     pool.owner = this;
-    unsigned started = kind == worker_kind::foreground ? options.workers : options.background_workers;
-    pool.cap = options.max_standby_workers.value_or(started);
+    pool.cap = options.max_standby_workers.value_or(pool_size(kind));
   }
 }
 
@@ -294,6 +332,17 @@ void scheduler::impl::wake_for(priority p) {
   bool background_pool = workers.size() > foreground_count;
   if (is_background(p)) {
     if (background_pool) wake_kind(background_wake, worker_kind::background);
+  } else if (foreground_count > 0 && background_pool) {
+    // Background workers run foreground work too: when no foreground worker is parked
+    // without a wake-up coming, and none is searching, a parked background worker takes it.
+    // The fence is wake_kind's, made once for both looks.
+    detail::chaos::point(detail::chaos::site::wake);
+    detail::std_atomics::light_barrier();
+    std::atomic<std::uint32_t>& foreground_searchers = searching[index_of(worker_kind::foreground)];
+    if (!foreground_wake.notify_one_unless(&foreground_searchers) &&
+        foreground_searchers.load(std::memory_order_relaxed) == 0) {  // relaxed: ordered by the fence above
+      background_wake.notify_one_unless(&searching[index_of(worker_kind::background)]);
+    }
   } else if (foreground_count > 0) {
     wake_kind(foreground_wake, worker_kind::foreground);
   } else if (background_pool) {
@@ -728,7 +777,7 @@ scheduler::~scheduler() { shutdown(); }
 
 void scheduler::shutdown() { impl_->shutdown(); }
 
-unsigned scheduler::worker_count() const noexcept { return impl_->foreground_count; }
+unsigned scheduler::worker_count() const noexcept { return static_cast<unsigned>(impl_->workers.size()); }
 
 unsigned scheduler::background_worker_count() const noexcept {
   return static_cast<unsigned>(impl_->workers.size()) - impl_->foreground_count;
@@ -769,9 +818,74 @@ bool scheduler::try_run_one() {
 
 scheduler* scheduler::current() noexcept { return this_thread_context().facade; }
 
+void scheduler::execute_erased(void (*call)(void*), void* state) {
+  thread_context& context = this_thread_context();
+  if (context.owner == impl_.get()) {  // its worker, attached thread, or already inside its work
+    call(state);
+    return;
+  }
+  // Held while `call` runs, as around any of its work run by a thread outside the pool: a
+  // shutdown meanwhile waits for it (running its queued work), so what it launches still runs.
+  scheduler_pin pin(impl_->slot.index());
+  if (pin.get() == nullptr) {
+    report(diagnostic_kind::misuse, "scheduler::execute called on a scheduler that is shutting down; the function "
+                                    "runs on the calling thread outside it");
+    call(state);
+    return;
+  }
+  // As impl::execute runs another scheduler's work: the outer scheduler's worker deque or
+  // named-thread identity is hidden. A thread of the user's (not a pool thread, attached to
+  // none) pushes onto a deque lent to it, so that its task_groups take their inline paths.
+  const thread_context outer = context;
+  context.self = nullptr;
+  context.named = -1;
+  context.deque = !outer.pool_thread && outer.named < 0 ? impl_->lend_deque() : nullptr;
+  context.push_gate = &impl_->accepting;
+  context.wakes_workers = !impl_->workers.empty();
+  context.owner = impl_.get();
+  context.facade = this;
+  ++context.running;  // attach, detach and shutdown inside are misuse, as inside its work
+  // task_group tells its home thread by a generation a thread with a deque never shares.
+  if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
+  struct restore_on_exit {
+    thread_context& context;
+    const thread_context& outer;
+    ~restore_on_exit() { context = outer; }
+  } restore{context, outer};
+  call(state);
+}
+
+namespace {
+
+// The default scheduler's options until it is made, and whether it has been.
+std::mutex default_scheduler_lock;
+std::optional<scheduler_options> chosen_default_options;  // under default_scheduler_lock
+bool default_scheduler_made = false;                       // under default_scheduler_lock
+
+scheduler* make_default_scheduler() {
+  std::lock_guard lock(default_scheduler_lock);
+  scheduler_options options = chosen_default_options ? std::move(*chosen_default_options) : scheduler_options{};
+  chosen_default_options.reset();
+  auto* made = new scheduler(std::move(options));  // never destroyed: see the header
+  default_scheduler_made = true;
+  return made;
+}
+
+}  // namespace
+
 scheduler& default_scheduler() {
-  static scheduler* shared = new scheduler();  // never destroyed: see the header
+  static scheduler* shared = make_default_scheduler();
   return *shared;
+}
+
+bool set_default_scheduler_options(scheduler_options options) {
+  std::lock_guard lock(default_scheduler_lock);
+  if (default_scheduler_made) {
+    report(diagnostic_kind::misuse, "set_default_scheduler_options called after default_scheduler() was made; ignored");
+    return false;
+  }
+  chosen_default_options = std::move(options);
+  return true;
 }
 
 // --- blocking_scope -----------------------------------------------------------------

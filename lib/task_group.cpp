@@ -159,7 +159,12 @@ bool task_group::help(int joiner_depth) noexcept {
 }
 
 void task_group::join(std::uint32_t ran_here) noexcept {
-  auto* own = owner_->own_deque(this_thread_context());
+  const thread_context& context = this_thread_context();
+  auto* own = owner_->own_deque(context);
+  // A joiner outside the scheduler (`main` with a group of a scheduler it names) runs its
+  // children in the scheduler's context, as any thread runs its work: what they make
+  // (groups, loops, launches) uses that scheduler too. They then count themselves done.
+  const bool in_context = context.owner == owner_;
   int spins = 0;
   // ran_here counts own children this thread ran and has not yet taken off the count: it
   // subtracts them in one go (before sleeping, or at the end), not one read-modify-write each.
@@ -167,13 +172,15 @@ void task_group::join(std::uint32_t ran_here) noexcept {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
     if (outstanding(word, ran_here) == 0) break;
     // Our own children first, newest first: cache-hot, and never anything else's frames.
-    // This thread already works for the scheduler (it has its own deque), so the child's
-    // handler runs directly.
     if (own != nullptr) {
       bool pushed_back = false;
       if (auto mine = own->pop_matching([this](detail::work_item* item) { return is_child(item); }, pushed_back)) {
-        (*mine)->handler(*mine, detail::work_action::run_joined);
-        ++ran_here;
+        if (in_context) {
+          (*mine)->handler(*mine, detail::work_action::run_joined);
+          ++ran_here;
+        } else {
+          owner_->execute(*mine, nullptr);
+        }
         spins = 0;
         continue;
       }

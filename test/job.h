@@ -65,7 +65,7 @@ void wait_until(Done done) {
 inline void wait_until_all_parked(scheduler& pool) {
   wait_until([&] {
     scheduler_counters now = pool.counters();
-    return now.parked_workers == pool.worker_count() + pool.background_worker_count() + now.standby_workers;
+    return now.parked_workers == pool.worker_count() + now.standby_workers;
   });
 }
 

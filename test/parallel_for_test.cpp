@@ -256,3 +256,56 @@ TEST_CASE("parallel_for stress: deeply nested loops finish when joiners reach th
     }
   }
 }
+
+TEST_CASE("parallel_for: loops inside execute use its scheduler, at every depth and on every thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    constexpr std::size_t outer = 64;
+    constexpr std::size_t inner = 32;
+    std::atomic<std::size_t> right{0};
+    auto count_here = [&] {
+      if (scheduler::current() == &pool) right.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the loops
+    };
+    std::size_t total = pool.execute([&] {
+      // Planned for this pool's threads, not the default scheduler's.
+      detail::loop_plan plan = detail::plan_loop(4 * (pool.worker_count() + 1) * std::size_t{10}, {});
+      CHECK(plan.batch == 10);
+      parallel_for(outer, [&](std::size_t) {
+        count_here();
+        parallel_for(inner, [&](std::size_t) { count_here(); });
+        parallel_invoke(count_here, count_here);
+      });
+      return parallel_reduce(
+          outer, std::size_t{0},
+          [&](std::size_t i) {
+            count_here();
+            return i;
+          },
+          [](std::size_t a, std::size_t b) { return a + b; });
+    });
+    CHECK(total == outer * (outer - 1) / 2);
+    CHECK(right.load() == outer * (1 + inner + 2) + outer);
+    CHECK(scheduler::current() == nullptr);
+  }
+}
+
+TEST_CASE("parallel_for: a loop inside a child of a named scheduler's group, joined by a plain thread, uses that scheduler") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> right{0};
+    task_group group(pool);
+    for (int child = 0; child < 4; ++child) {
+      group.run([&] {
+        parallel_for(16, [&](std::size_t) {
+          if (scheduler::current() == &pool) right.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the join
+        });
+      });
+    }
+    group.wait();
+    CHECK(right.load() == 4 * 16);
+  }
+}

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <chrono>
 #include <thread>
+#include <vector>
 
 // Failing allocations on demand, for the out-of-memory case: a thread sets fail_here and
 // its next operator new throws. GCC cannot see that these replacements pair malloc with
@@ -408,5 +410,139 @@ TEST_CASE("task_group stress: fib on 1, 2 and 8 workers, repeated" * doctest::te
         CHECK(pool.launch("fib", [] { return fib(22); }).get_result() == 17711);
       }
     }
+  }
+}
+
+namespace {
+
+// fib_counting is fib of task_groups made with the default constructor, counting the calls
+// that see `expected` as the current scheduler (and all calls), whichever thread runs them.
+long fib_counting(int n, scheduler* expected, std::atomic<int>& right, std::atomic<int>& calls) {
+  calls.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the join
+  if (scheduler::current() == expected) right.fetch_add(1, std::memory_order_relaxed);  // relaxed: as above
+  if (n < 2) return n;
+  long a = 0;
+  task_group group;
+  group.run([&] { a = fib_counting(n - 1, expected, right, calls); });
+  long b = fib_counting(n - 2, expected, right, calls);
+  group.wait();
+  return a + b;
+}
+
+// fib_calls is how many calls fib_counting(n) makes.
+int fib_calls(int n) { return n < 2 ? 1 : 1 + fib_calls(n - 1) + fib_calls(n - 2); }
+
+// fib_in checks that fib_counting(n), run through pool.execute on the calling thread, sees
+// `pool` in every call, and that the thread's scheduler is `before` again afterwards.
+void check_fib_in(scheduler& pool, scheduler* before) {
+  std::atomic<int> right{0};
+  std::atomic<int> calls{0};
+  long answer = pool.execute([&] { return fib_counting(16, &pool, right, calls); });
+  CHECK(answer == 987);
+  CHECK(calls.load() == fib_calls(16));
+  CHECK(right.load() == calls.load());
+  CHECK(scheduler::current() == before);
+}
+
+}  // namespace
+
+TEST_CASE("task_group: inside execute, groups at every depth use its scheduler, from a plain thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    check_fib_in(pool, nullptr);
+  }
+}
+
+TEST_CASE("task_group: inside execute, groups use its scheduler from a thread attached to another") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler other(test::options_with(1));
+    scheduler pool(test::options_with(workers));
+    std::thread named([&] {
+      other.attach(named_thread::game);
+      check_fib_in(pool, &other);
+      other.detach();
+    });
+    named.join();
+  }
+}
+
+TEST_CASE("task_group: inside execute, groups use its scheduler from a worker of another") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler other(test::options_with(1));
+    scheduler pool(test::options_with(workers));
+    const std::thread::id caller = std::this_thread::get_id();
+    // Waited for with a flag, not the task's wait, which could run it on this thread.
+    std::atomic<bool> on_worker{false};
+    std::atomic<bool> done{false};
+    other.launch("execute elsewhere", [&] {
+      on_worker.store(std::this_thread::get_id() != caller);
+      check_fib_in(pool, &other);
+      done.store(true);
+    });
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    REQUIRE(done.load());
+    CHECK(on_worker.load());
+  }
+}
+
+TEST_CASE("task_group: the children a plain thread joins of a group of a named scheduler run in its context") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> right{0};
+    std::atomic<int> calls{0};
+    long answer = 0;
+    task_group root(pool);  // made and joined on this thread, which works for no scheduler
+    root.run([&] { answer = fib_counting(14, &pool, right, calls); });
+    root.wait();
+    CHECK(answer == 377);
+    CHECK(calls.load() == fib_calls(14));
+    CHECK(right.load() == calls.load());
+    CHECK(scheduler::current() == nullptr);
+  }
+}
+
+TEST_CASE("task_group: execute returns values and references, propagates exceptions and nests") {
+  no_leaks leaks;
+  scheduler first(test::options_with(1));
+  scheduler second(test::options_with(0));
+  CHECK(first.execute([] { return 42; }) == 42);
+  int kept = 7;
+  int& same = first.execute([&]() -> int& { return kept; });
+  CHECK(&same == &kept);
+  bool ran = false;
+  first.execute([&] { ran = scheduler::current() != nullptr; });
+  CHECK(ran);
+  CHECK_THROWS_AS(first.execute([]() -> int { throw std::runtime_error("thrown inside"); }), std::runtime_error);
+  CHECK(scheduler::current() == nullptr);  // the context came back despite the exception
+  std::vector<scheduler*> seen;
+  first.execute([&] {
+    seen.push_back(scheduler::current());
+    second.execute([&] {
+      seen.push_back(scheduler::current());
+      first.execute([&] { seen.push_back(scheduler::current()); });
+      seen.push_back(scheduler::current());
+    });
+    seen.push_back(scheduler::current());
+  });
+  CHECK(seen == std::vector<scheduler*>{&first, &second, &first, &second, &first});
+}
+
+TEST_CASE("task_group: free launches inside execute go to its scheduler") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    scheduler* seen = nullptr;
+    pool.execute([&] { magpie::launch("inside execute", [&] { seen = scheduler::current(); }).wait(); });
+    CHECK(seen == &pool);
   }
 }

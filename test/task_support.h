@@ -39,8 +39,8 @@ class no_leaks {
 // run everything; 8 oversubscribes a 2-core machine).
 inline constexpr unsigned worker_counts[] = {0, 1, 2, 8};
 
-// options_with builds scheduler options with `workers` foreground workers; with zero,
-// no background workers either, so only waiting threads run work.
+// options_with builds scheduler options with `workers` workers, one of them also taking
+// background work; with zero, only waiting threads run work.
 inline scheduler_options options_with(unsigned workers) {
   scheduler_options options;
   options.workers = workers;

@@ -269,7 +269,7 @@ thread_local int worker_kind_here = -1;  // set by on_worker_start: 0 foreground
 TEST_CASE("task: priorities — background work runs on background workers, high before queued normal work") {
   no_leaks leaks;
   scheduler_options options;
-  options.workers = 1;
+  options.workers = 2;  // one foreground worker and one background worker
   options.background_workers = 1;
   options.on_worker_start = [](const worker_info& info) {
     worker_kind_here = info.kind == worker_kind::background ? 1 : 0;

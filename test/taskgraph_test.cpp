@@ -717,7 +717,7 @@ TEST_CASE("taskgraph: trigger_event_when_tasks_complete never deadlocks when eve
   task_event released("released", pool);
   std::atomic<int> waiting{0};
   std::vector<task<>> blocked;
-  for (unsigned i = 0; i < pool.worker_count() + pool.background_worker_count(); ++i) {
+  for (unsigned i = 0; i < pool.worker_count(); ++i) {
     blocked.push_back(pool.launch("blocked", [&] {
       ++waiting;
       released.wait();
@@ -777,7 +777,7 @@ TEST_CASE("taskgraph: the interface answers who the caller is and how many worke
   no_leaks leaks;
   scheduler pool(test::options_with(2));
   task_graph_interface graph(pool);
-  CHECK(graph.get_num_worker_threads() == 3);  // two foreground, one background
+  CHECK(graph.get_num_worker_threads() == 2);  // one foreground, one background
   CHECK_FALSE(graph.is_current_thread_known());
   CHECK(graph.get_current_thread_if_known() == named_threads::any_thread);
   CHECK(&graph.scheduler_of() == &pool);

@@ -1,5 +1,6 @@
-// What "N threads" means for magpie in every benchmark (DESIGN §7): N − 1 workers plus the
-// calling thread, which launches the work and takes part by waiting or joining.
+// What "N threads" means for magpie in every benchmark: N − 1 workers plus the calling
+// thread, which launches the work and takes part by waiting or joining — as many threads
+// as oneTBB's and Taskflow's runs get.
 #pragma once
 
 #include "harness.h"
@@ -12,11 +13,12 @@
 
 namespace bench {
 
-// magpie_options configures a scheduler of `threads` threads counting the caller.
-inline magpie::scheduler_options magpie_options(unsigned threads) {
+// magpie_options configures a scheduler of `threads` threads counting the caller (at
+// least 1), from any integer type (a Google Benchmark range, say).
+inline magpie::scheduler_options magpie_options(magpie::thread_count threads) {
   magpie::scheduler_options options;
-  options.workers = threads - 1;  // the calling thread is the N-th
-  options.background_workers = 0;
+  options.workers = threads > 0 ? threads - 1 : 0;  // the calling thread is the N-th
+  options.background_workers = 0;  // no background work is measured: every worker takes the same work
   return options;
 }
 

@@ -11,7 +11,9 @@
 // and keeps the lower half, until one batch is left — so idle workers steal big halves and
 // the caller works through its own. The calling thread takes part and returns when every
 // iteration ran; the first exception an iteration threw is rethrown (the batch it was in
-// stops; every other batch still runs).
+// stops; every other batch still runs). A loop runs on the scheduler the calling thread
+// works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
+// planned for its threads.
 #pragma once
 
 #include <magpie/task_group.h>

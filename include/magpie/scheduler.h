@@ -1,8 +1,9 @@
 // Layer 2 — the scheduler: worker threads, injection queues, priorities, parking,
 // standby workers, named threads and shutdown.
 //
-//   magpie::scheduler pool({.workers = 4, .background_workers = 1});
+//   magpie::scheduler pool({.workers = 4, .background_workers = 1});  // 4 workers, 1 of them background
 //   pool.schedule(item, magpie::priority::normal);    // any thread
+//   int result = pool.execute([] { return fib(30); });  // on this thread, as one of pool's
 //
 //   pool.attach(magpie::named_thread::game);          // on the game thread
 //   pool.schedule(item, magpie::named_thread::game);  // from anywhere: runs on the game thread
@@ -19,12 +20,16 @@
 #include <magpie/detail/work_item.h>
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace magpie {
 
@@ -54,26 +59,60 @@ struct worker_info {
   bool standby;        // a standby worker covering for a blocked one
 };
 
-// default_worker_count is hardware threads − 1 (the caller being the main thread), at least 1.
+// default_worker_count is N − 1 when the environment says MAGPIE_NUM_THREADS=N (N ≥ 1
+// threads of foreground work counting the caller, as OpenMP's OMP_NUM_THREADS), else
+// hardware threads − 1 (the caller being the main thread), at least 1. It reads the
+// environment on every call; a value that is not a count from 1 to 65536 is reported once
+// and ignored.
 unsigned default_worker_count() noexcept;
 
-// scheduler_options configures a scheduler.
+// thread_count is a number of threads, taken from any integer type without a cast (a
+// benchmark's std::int64_t argument, say). A value below zero or beyond `unsigned` throws
+// std::out_of_range naming it (in a constant expression: a compile error).
+class thread_count {
+ public:
+  constexpr thread_count() noexcept = default;
+  template <std::integral Integer>
+    requires(!std::same_as<std::remove_cv_t<Integer>, bool>)
+  constexpr thread_count(Integer count) : value_(checked(count)) {}  // implicit: `.workers = n`
+  constexpr operator unsigned() const noexcept { return value_; }
+
+ private:
+  template <class Integer>
+  static constexpr unsigned checked(Integer count) {
+    if (!std::in_range<unsigned>(count)) {
+      throw std::out_of_range("magpie: thread count " + std::to_string(count) + " is out of range (0 to " +
+                              std::to_string(~0u) + ")");
+    }
+    return static_cast<unsigned>(count);
+  }
+  unsigned value_ = 0;
+};
+
+// scheduler_options configures a scheduler. Every field has a default, so a designated
+// initialiser may name any of them (`{.workers = 2}`).
 struct scheduler_options {
-  unsigned workers = default_worker_count();  // foreground workers; 0 = work runs on waiting threads
-  unsigned background_workers = 1;            // workers that also take background work
+  // workers is how many worker threads run foreground (high and normal) work; the thread
+  // that waits takes part too, so `{.workers = n - 1}` runs n threads of it. 0: work runs
+  // on waiting threads only.
+  thread_count workers = default_worker_count();
+  // background_workers is how many of `workers` also take background work: a part of them,
+  // not added to them (UE's background workers are a subset of its workers). At most
+  // `workers`: more mean all of them.
+  thread_count background_workers = 1;
   // Cap per kind on the standby workers that keep the pool at full width while workers
   // block; default: that kind's pool size (UE: 2× the pool). Past it one more runs only when
   // every thread of the kind is blocked (docs/scheduler.md, "Waiting inside a task").
-  std::optional<unsigned> max_standby_workers;
+  std::optional<thread_count> max_standby_workers{};
   // spin_for is how long an idle worker keeps looking before it parks: long enough that a
   // producer launching one job at a time does not pay a futex wake per job, short enough
   // to leave an idle process at ~0 % CPU.
   std::chrono::microseconds spin_for{50};
-  std::function<void(const worker_info&)> on_worker_start;  // run on each worker thread first (names, affinity, profilers)
-  std::function<void(const worker_info&)> on_worker_exit;   // run on each worker thread last
+  std::function<void(const worker_info&)> on_worker_start{};  // run on each worker thread first (names, affinity, profilers)
+  std::function<void(const worker_info&)> on_worker_exit{};   // run on each worker thread last
   // Chaos mode for the whole process from this scheduler's construction (magpie/chaos.h);
   // MAGPIE_CHAOS in the environment does the same without a code change.
-  std::optional<magpie::chaos::options> chaos;
+  std::optional<magpie::chaos::options> chaos{};
 };
 
 // named_thread identifies a thread the user owns that drains its own queues: the four
@@ -154,10 +193,10 @@ class scheduler {
   // stranded in named-thread queues, and joins the workers. Idempotent.
   void shutdown();
 
-  // worker_count is the number of foreground workers.
+  // worker_count is the number of workers: every one runs foreground work.
   unsigned worker_count() const noexcept;
 
-  // background_worker_count is the number of background workers.
+  // background_worker_count is how many of the workers also take background work.
   unsigned background_worker_count() const noexcept;
 
   // counters takes a snapshot of the scheduler's counters.
@@ -206,8 +245,18 @@ class scheduler {
   bool is_processing(named_thread thread, thread_queue queue = thread_queue::main) const noexcept;
 
   // current is the scheduler the calling thread works for (as a worker, while running its
-  // work, or attached as a named thread), or nullptr.
+  // work, inside its execute(), or attached as a named thread), or nullptr.
   static scheduler* current() noexcept;
+
+  // execute runs `f` on the calling thread as one of this scheduler's threads and returns
+  // its result (oneTBB's task_arena::execute); an exception `f` throws propagates. The
+  // scheduler follows the work: every task_group, parallel loop and free launch inside
+  // `f`, at any depth and on whichever thread runs the pieces, uses this scheduler. It
+  // nests (execute of another scheduler inside, and back); on one of this scheduler's own
+  // threads it just calls `f`. On a scheduler that is shutting down it is reported as
+  // misuse and `f` runs as if called directly.
+  template <class F>
+  auto execute(F&& f) -> std::invoke_result_t<F>;
 
   // current_named_thread is the named thread the calling thread is attached as, if any.
   static std::optional<named_thread> current_named_thread() noexcept;
@@ -216,8 +265,44 @@ class scheduler {
 
  private:
   friend struct detail::scheduler_access;
+  // execute_erased is execute's out-of-line part: `call(state)` in this scheduler's context.
+  void execute_erased(void (*call)(void*), void* state);
   std::unique_ptr<impl> impl_;
 };
+
+template <class F>
+auto scheduler::execute(F&& f) -> std::invoke_result_t<F> {
+  using result = std::invoke_result_t<F>;
+  using callable = std::remove_reference_t<F>;
+  if constexpr (std::is_void_v<result>) {
+    execute_erased([](void* state) { std::invoke(std::forward<F>(*static_cast<callable*>(state))); },
+                   std::addressof(f));
+  } else {
+    // A reference result is kept as a pointer; a value is moved out once.
+    using kept = std::conditional_t<std::is_reference_v<result>, std::remove_reference_t<result>*,
+                                    std::optional<result>>;
+    struct call_state {
+      callable* function;
+      kept out;
+    } state{std::addressof(f), kept{}};
+    execute_erased(
+        [](void* erased) {
+          auto& each = *static_cast<call_state*>(erased);
+          if constexpr (std::is_reference_v<result>) {
+            result kept_result = std::invoke(std::forward<F>(*each.function));
+            each.out = std::addressof(kept_result);
+          } else {
+            each.out.emplace(std::invoke(std::forward<F>(*each.function)));
+          }
+        },
+        &state);
+    if constexpr (std::is_reference_v<result>) {
+      return static_cast<result>(*state.out);
+    } else {
+      return std::move(*state.out);
+    }
+  }
+}
 
 // blocking_scope brackets a blocking call made on a worker thread: while it lives, a
 // standby worker takes the blocked worker's place (up to the cap, whose reaching is
@@ -237,8 +322,15 @@ class blocking_scope {
   void* pool_;
 };
 
-// default_scheduler is the process-wide scheduler, created with default options on first
-// use and never destroyed (its workers are parked when idle and end with the process).
+// default_scheduler is the process-wide scheduler, created on first use (with the options
+// set_default_scheduler_options gave, else default ones: MAGPIE_NUM_THREADS applies, see
+// default_worker_count) and never destroyed (its workers are parked when idle and end with
+// the process).
 scheduler& default_scheduler();
+
+// set_default_scheduler_options sets the options default_scheduler() will be made with.
+// Only before its first use: once it exists the call is reported as misuse and ignored.
+// Returns whether the options were taken.
+bool set_default_scheduler_options(scheduler_options options);
 
 }  // namespace magpie

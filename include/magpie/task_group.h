@@ -81,8 +81,13 @@ struct group_child final : group_child_base {
 // task_group runs children and joins them.
 class task_group {
  public:
-  // task_group uses the calling task's scheduler, else the scheduler the calling named
-  // thread is attached to, else the default scheduler; or `owner`.
+  // task_group uses the scheduler the calling thread works for (the running task's, the
+  // one whose execute() it is inside, the one it is attached to as a named thread), else
+  // the default scheduler; or `owner`. The scheduler follows the work: a group's children
+  // run in its scheduler's context wherever they run, even inline in a joiner that works
+  // for no scheduler, so the groups, loops and launches inside them use it too; code the
+  // caller runs itself between run() and wait() is its own (wrap it in execute() to bring
+  // it along).
   //
   // Inline: fib makes a group per call. Everything it needs is in the thread's context.
   task_group() : home_(detail::this_thread_tag()) {

@@ -191,7 +191,7 @@ bool task_graph_interface::is_current_thread_known() const {
 }
 
 int task_graph_interface::get_num_worker_threads() const {
-  return static_cast<int>(pool_->worker_count() + pool_->background_worker_count());
+  return static_cast<int>(pool_->worker_count());
 }
 
 void task_graph_interface::wait_until_task_completes(const graph_event_ref& task, named_threads::type current) {
@@ -234,7 +234,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
   // on a queue this thread is already processing (never re-entered), and not without
   // workers, where nobody else would run what the return task waits for: there the wait
   // retracts it instead.
-  bool has_workers = pool_->worker_count() + pool_->background_worker_count() > 0;
+  bool has_workers = pool_->worker_count() > 0;
   if (named && has_workers && !pool_->is_processing(thread, queue)) {
     // Retraction first, as Unreal's wait does: what has not started runs here, so only what
     // others are running is left to wait for. Tasks for a named thread run in the order
