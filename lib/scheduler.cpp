@@ -724,7 +724,13 @@ scheduler::scheduler(scheduler_options options)
   impl_->start();
 }
 
-scheduler::~scheduler() { shutdown(); }
+scheduler::~scheduler() {
+  shutdown();
+  // Destroyed on a thread attached to it (a game thread that never detaches): that thread
+  // must not go on naming the freed scheduler (its next launch, another's attach).
+  const thread_context& caller = this_thread_context();
+  if (caller.owner == impl_.get() && caller.named >= 0) detach();
+}
 
 void scheduler::shutdown() { impl_->shutdown(); }
 
