@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #else
+#include <magpie/detail/event_count.h>  // deadline_after
+
 #include <chrono>
 #include <thread>
 #endif
@@ -93,7 +95,7 @@ void std_atomics::wait(std::atomic<std::uint32_t>& word, std::uint32_t expected)
 bool std_atomics::wait_for(std::atomic<std::uint32_t>& word, std::uint32_t expected,
                            std::int64_t timeout_ns) noexcept {
   // The standard has no timed atomic wait: poll with short sleeps until the deadline.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  auto deadline = deadline_after(std::chrono::nanoseconds(timeout_ns));  // saturating: a huge timeout is no time-out
   while (word.load() == expected) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -78,12 +78,12 @@ class process_guard {
 }  // namespace
 
 void scheduler::schedule(detail::work_item* item, named_thread thread, thread_queue queue, bool high_priority) {
-  if (!valid(thread) || !impl_->accepts_from_this_thread()) {
-    if (thread.index() < named_thread::max_count) {
-      report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
-                                          "' sent to a named thread after shutdown began; discarded");
-    }
+  if (!valid(thread)) {
     item->handler(item, detail::work_action::discard);
+    return;
+  }
+  if (!impl_->accepts_from_this_thread()) {
+    detail::discard_late_work(item, "sent to a named thread");
     return;
   }
   named_thread_state& state = impl_->named[thread.index()];
@@ -235,6 +235,7 @@ bool scheduler::impl::run_one_named_item(std::uint32_t index) {
 }
 
 void scheduler::impl::discard_stranded_named_work() {
+  detail::discarding_stranded_work = true;  // see discard_late_work
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
     for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
       named_queue& source = named[index].queues[static_cast<std::size_t>(queue)];
@@ -247,6 +248,7 @@ void scheduler::impl::discard_stranded_named_work() {
       }
     }
   }
+  detail::discarding_stranded_work = false;
 }
 
 }  // namespace magpie

@@ -304,19 +304,27 @@ bool scheduler::impl::accepts_from_this_thread() const {
 
 namespace {
 
-// discard_late_launch reports and discards work launched from outside after shutdown began.
+}  // namespace
+
+constinit thread_local bool detail::discarding_stranded_work = false;
+
 // Out of line and cold: schedule() stays a leaf-like function with a small frame.
-[[gnu::cold, gnu::noinline]] void discard_late_launch(work_item* item) {
-  report(diagnostic_kind::misuse, std::string("scheduler: '") + item->name +
-                                      "' launched from outside after shutdown began; discarded");
+[[gnu::cold, gnu::noinline]] void detail::discard_late_work(work_item* item, const char* where) {
+  std::string name = item->name;  // the handler may free the item
+  if (discarding_stranded_work) {
+    if (item->handler(item, detail::work_action::discard)) {
+      report(diagnostic_kind::never_ran, "scheduler: '" + name +
+                                             "' never ran: what it waited for was discarded at shutdown");
+    }
+    return;
+  }
+  report(diagnostic_kind::misuse, "scheduler: '" + name + "' " + where + " after shutdown began; discarded");
   item->handler(item, detail::work_action::discard);
 }
 
-}  // namespace
-
 void scheduler::impl::schedule(work_item* item, priority p) {
   if (!accepts_from_this_thread()) {
-    discard_late_launch(item);
+    detail::discard_late_work(item, "launched from outside");
     return;
   }
   if (auto* own = p == priority::normal ? own_deque() : nullptr) {
@@ -773,7 +781,13 @@ scheduler::scheduler(scheduler_options options)
   impl_->start();
 }
 
-scheduler::~scheduler() { shutdown(); }
+scheduler::~scheduler() {
+  shutdown();
+  // Destroyed on a thread attached to it (a game thread that never detaches): that thread
+  // must not go on naming the freed scheduler (its next launch, another's attach).
+  const thread_context& caller = this_thread_context();
+  if (caller.owner == impl_.get() && caller.named >= 0) detach();
+}
 
 void scheduler::shutdown() { impl_->shutdown(); }
 

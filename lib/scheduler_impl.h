@@ -316,6 +316,16 @@ struct scheduler::impl {
 };
 
 namespace detail {
+// Set on the thread that discards the work stranded in named-thread queues at shutdown,
+// while it does: what that makes ready (tasks launched behind it before shutdown) never
+// runs, and is reported as such rather than as a late launch (discard_late_work).
+extern constinit thread_local bool discarding_stranded_work;
+
+// discard_late_work reports and discards `item`, scheduled after shutdown began: as never
+// run when discarding stranded work made it ready, else as a launch from outside (onto
+// `where`, e.g. "a named thread"). Cold, out of line.
+void discard_late_work(work_item* item, const char* where);
+
 // The deque lent to this thread that was found last, by its scheduler's serial: a thread
 // launching on one scheduler finds its deque with one comparison, inline. Cleared when that
 // deque is given back (lib/lent_deques.cpp).

@@ -6,10 +6,13 @@
 
 #include "job.h"
 #include "support.h"
+#include "task_support.h"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -377,6 +380,38 @@ TEST_CASE("named_thread: work stranded in a named-thread queue at shutdown is re
   CHECK(reports[0].kind == magpie::diagnostic_kind::never_ran);
   CHECK(reports[0].message.find("draw the frame") != std::string::npos);
   CHECK(reports[0].message.find("render") != std::string::npos);
+}
+
+}  // TEST_SUITE("named_thread")
+
+TEST_SUITE("named_thread") {
+
+TEST_CASE("named_thread: a scheduler destroyed on its own attached thread detaches it") {
+  // Unreal's shape: the game thread attaches and never detaches; the scheduler goes with
+  // it at exit. The thread must not keep naming the freed scheduler: its next launch, or a
+  // second scheduler's attach, would use it.
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    diagnostic_recorder recorder;
+    auto first = std::make_unique<scheduler>(options_with(workers));
+    first->attach(named_thread::game);
+    magpie::task<int> one = first->launch("one", [] { return 1; });
+    CHECK(one.get_result() == 1);
+    first.reset();
+    CHECK(scheduler::current() == nullptr);
+    CHECK_FALSE(scheduler::current_named_thread().has_value());
+    scheduler second(options_with(workers));
+    second.attach(named_thread::game);
+    CHECK(scheduler::current() == &second);
+    REQUIRE(scheduler::current_named_thread().has_value());
+    CHECK(*scheduler::current_named_thread() == named_thread::game);
+    magpie::task<int> two = second.launch("two", [] { return 2; });
+    magpie::task<int> bound = second.launch("bound", [] { return 3; }, magpie::on_thread(named_thread::game));
+    CHECK(two.get_result() == 2);
+    CHECK(bound.get_result() == 3);
+    second.detach();
+    CHECK(recorder.count() == 0);
+  }
 }
 
 }  // TEST_SUITE("named_thread")

@@ -369,3 +369,24 @@ TEST_CASE("pipe stress: a prerequisite completing during a piped launch" * docte
     }
   }
 }
+
+TEST_CASE("pipe: wait_until_empty with the duration's maximum means no time-out") {
+  // now + max would overflow into the past: the wait would return false at once.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    magpie::pipe line("line", pool);
+    task_event gate("gate", pool);
+    task<> piped = line.launch("piped", [] {}, gate);
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      gate.trigger();
+    });
+    CHECK(line.wait_until_empty(std::chrono::nanoseconds::max()));
+    opener.join();
+    CHECK_FALSE(line.has_work());
+    task<> second = line.launch("second", [] {}, gate);
+    CHECK(line.wait_until_empty(std::chrono::hours::max()));
+  }
+}

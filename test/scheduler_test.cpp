@@ -1,5 +1,6 @@
 // Tests for include/magpie/scheduler.h — workers, priorities, parking, standby, shutdown.
 #include <magpie/scheduler.h>
+#include <magpie/task.h>
 
 #include "job.h"
 #include "support.h"
@@ -741,3 +742,39 @@ TEST_CASE("scheduler: child: the default scheduler's size") {
   std::fflush(nullptr);
   std::_Exit(passed ? child_passed : 1);
 }
+
+TEST_SUITE("scheduler") {
+
+TEST_CASE("scheduler: a task behind work stranded on a named thread is reported as never run at shutdown") {
+  // The render thread never runs again: its task is discarded at shutdown, which makes the
+  // task launched behind it (before shutdown) ready. That one never ran either; it was not
+  // launched from outside after shutdown began.
+  for (unsigned workers : {0u, 1u, 2u, 8u}) {
+    CAPTURE(workers);
+    diagnostic_recorder recorder;
+    std::atomic<bool> ran{false};
+    magpie::task<> behind;
+    {
+      scheduler pool(pool_of(workers, workers == 0 ? 0 : 1));
+      magpie::task<> stranded = pool.launch("stranded draw", [] {}, magpie::on_thread(magpie::named_thread::render));
+      behind = pool.launch("after the draw", [&] { ran.store(true); }, stranded);
+    }
+    CHECK_FALSE(ran.load());
+    CHECK(behind.is_completed());
+    auto reports = recorder.reports();
+    CHECK(reports.size() == 2);
+    bool stranded_reported = false;
+    bool behind_reported = false;
+    for (const auto& each : reports) {
+      INFO(each.message);
+      CHECK(each.kind == magpie::diagnostic_kind::never_ran);
+      CHECK(each.message.find("outside") == std::string::npos);
+      if (each.message.find("'stranded draw'") != std::string::npos) stranded_reported = true;
+      if (each.message.find("'after the draw'") != std::string::npos) behind_reported = true;
+    }
+    CHECK(stranded_reported);
+    CHECK(behind_reported);
+  }
+}
+
+}  // TEST_SUITE("scheduler")

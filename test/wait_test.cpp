@@ -1612,3 +1612,71 @@ TEST_CASE("wait stress: random-order waits trim stale entries while workers stea
     }
   }
 }
+
+TEST_CASE("wait: a timeout of the duration's maximum means no time-out") {
+  // Each wait below is for a task behind a gate another thread opens after a while: a
+  // deadline computed as now + max would overflow into the past and return false at once.
+  auto open_later = [](task_event& gate) {
+    return std::thread([&gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      gate.trigger();
+    });
+  };
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    {
+      task_event gate("gate", pool);
+      task<int> behind = pool.launch("behind", [] { return 1; }, gate);
+      std::thread opener = open_later(gate);
+      CHECK(behind.wait(std::chrono::nanoseconds::max()));
+      opener.join();
+    }
+    {
+      task_event gate("gate", pool);
+      task<int> behind = pool.launch("behind", [] { return 2; }, gate);
+      std::thread opener = open_later(gate);
+      CHECK(behind.wait(std::chrono::hours::max()));
+      opener.join();
+    }
+    {
+      task_event gate("gate", pool);
+      task<int> behind = pool.launch("behind", [] { return 3; }, gate);
+      std::thread opener = open_later(gate);
+      CHECK(behind.wait(std::chrono::steady_clock::duration::max()));
+      opener.join();
+    }
+    {
+      task_event gate("gate", pool);
+      std::vector<task<int>> parts;
+      for (int i = 0; i < 3; ++i) parts.push_back(pool.launch("part", [i] { return i; }, gate));
+      std::thread opener = open_later(gate);
+      CHECK(wait_all(parts, std::chrono::nanoseconds::max()));
+      opener.join();
+    }
+    {
+      task_event gate("gate", pool);
+      std::vector<task<int>> parts;
+      for (int i = 0; i < 3; ++i) parts.push_back(pool.launch("part", [i] { return i; }, gate));
+      std::thread opener = open_later(gate);
+      CHECK(wait_any(parts, std::chrono::hours::max()).has_value());
+      opener.join();
+      wait_all(parts);
+    }
+  }
+}
+
+TEST_CASE("wait: deadline_after saturates at the clock's end and keeps short timeouts exact") {
+  using clock = std::chrono::steady_clock;
+  CHECK(detail::deadline_after(std::chrono::nanoseconds::max()) == clock::time_point::max());
+  CHECK(detail::deadline_after(std::chrono::hours::max()) == clock::time_point::max());
+  CHECK(detail::deadline_after(clock::duration::max()) == clock::time_point::max());
+  CHECK(detail::deadline_after(std::chrono::duration<double>(1e300)) == clock::time_point::max());
+  auto before = clock::now();
+  auto deadline = detail::deadline_after(std::chrono::seconds(5));
+  CHECK(deadline >= before + std::chrono::seconds(5));
+  CHECK(deadline <= clock::now() + std::chrono::seconds(5));
+  auto past = detail::deadline_after(std::chrono::nanoseconds(-5));
+  CHECK(past <= clock::now());
+}

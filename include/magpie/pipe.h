@@ -57,7 +57,7 @@ class pipe {
   bool wait_until_empty() noexcept { return wait_until(nullptr); }
   template <class Rep, class Period>
   bool wait_until_empty(std::chrono::duration<Rep, Period> timeout) noexcept {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+    auto deadline = detail::deadline_after(timeout);  // saturating: max() waits for ever
     return wait_until(&deadline);
   }
 

@@ -181,6 +181,10 @@ class scheduler {
   // returns only after it (and what it launched) has run; from the moment every worker is
   // idle, such threads start none of its work any more (their waits are served by the pool
   // and the destroying thread). Nothing of the scheduler is freed while they can reach it.
+  //
+  // Destroyed on a thread attached to it as a named thread (a game thread that never
+  // detaches), it detaches that thread after the shutdown: the thread may then attach to
+  // another scheduler, and launches from it go to the default scheduler again.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <magpie/cancellation.h>
+#include <magpie/detail/event_count.h>
 #include <magpie/detail/task_base.h>
 #include <magpie/scheduler.h>
 
@@ -82,7 +83,7 @@ class task<void> {
   template <class Rep, class Period>
   bool wait(std::chrono::duration<Rep, Period> timeout) const noexcept {
     if (base_ == nullptr || base_->is_completed()) return true;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+    auto deadline = detail::deadline_after(timeout);  // saturating: max() waits for ever
     return detail::wait(base_, &deadline, &base_);
   }
 

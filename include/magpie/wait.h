@@ -26,11 +26,8 @@ task<> when_all(const prerequisite_buffer& inputs);
 task<> when_any(const prerequisite_buffer& inputs);
 std::optional<std::size_t> wait_any(const prerequisite_buffer& inputs,
                                     const std::chrono::steady_clock::time_point* deadline);
-
-template <class Rep, class Period>
-std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, Period> timeout) {
-  return std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
-}
+// (deadline_after, the saturating deadline every timed wait computes, comes with
+// <magpie/task.h>, from detail/event_count.h.)
 }  // namespace detail
 
 namespace detail {

@@ -45,6 +45,25 @@
 
 namespace magpie::detail {
 
+// deadline_after is the steady-clock point `timeout` after `now`, saturating at the
+// clock's end: a timeout too long to represent (nanoseconds::max(), hours::max()) means
+// no time-out, where now + timeout would overflow into the past. A negative one is `now`.
+// Every timed wait of the library computes its deadline here.
+template <class Rep, class Period>
+std::chrono::steady_clock::time_point deadline_after(
+    std::chrono::duration<Rep, Period> timeout,
+    std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) noexcept {
+  using clock_point = std::chrono::steady_clock::time_point;
+  if (!(timeout > std::chrono::duration<Rep, Period>::zero())) return now;  // (NaN too)
+  // Compared in double nanoseconds, which cannot overflow: rounding is monotonic, so a
+  // timeout below the room left is below it exactly, and its ceiling still fits.
+  using wide = std::chrono::duration<double, std::nano>;
+  if (std::chrono::duration_cast<wide>(timeout) >= std::chrono::duration_cast<wide>(clock_point::max() - now)) {
+    return clock_point::max();
+  }
+  return now + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+}
+
 // event_count parks and wakes threads without lost wake-ups.
 template <class Atomics = std_atomics>
 class event_count {
@@ -95,7 +114,7 @@ class event_count {
 
   // commit_wait_for is commit_wait bounded by `timeout`; it returns false on time-out.
   bool commit_wait_for(key announced, std::chrono::nanoseconds timeout) noexcept {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = deadline_after(timeout);
     while (!woken(announced)) {
       auto left = deadline - std::chrono::steady_clock::now();
       if (left <= std::chrono::nanoseconds::zero() ||
