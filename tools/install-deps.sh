@@ -11,7 +11,7 @@ case "${1:-test}" in
   test) wanted=("${common[@]}" doctest-dev relacy-dev libbenchmark-dev nlohmann-json3-dev
                 libcli11-dev clang libclang-rt-14-dev doxygen) ;;
   bench) wanted=("${common[@]}" doctest-dev libbenchmark-dev libtbb-dev nlohmann-json3-dev
-                 libcli11-dev python3-matplotlib clang libomp-dev) ;;  # clang + libomp: the OpenMP peers
+                 libcli11-dev python3-matplotlib clang libomp-dev nettle-dev) ;;  # clang + libomp: the OpenMP peers; nettle: UTS
   *) echo "usage: $0 [test|bench]" >&2; exit 2 ;;
 esac
 

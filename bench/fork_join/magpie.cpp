@@ -1,5 +1,6 @@
-// Fork-join workloads on magpie: task_group for fib, parallel_for for the rest,
-// parallel_reduce for reduce.
+// Fork-join workloads on magpie: task_group for fib and the task-per-child shapes
+// (nqueens_board, uts, matmul_quadrants), parallel_for for the loops, parallel_reduce for
+// reduce.
 // "N threads" = N − 1 workers + this thread, attached as the game thread.
 #include "magpie_system.h"
 #include "run.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   const int fib_n = chosen.quick ? 27 : 30;
   const long expected = workloads::serial_fib(fib_n);
   for (unsigned threads : chosen.threads) {
+    if (!workloads::row_wanted("fib_unattached")) break;
     magpie::scheduler pool(bench::magpie_options(threads));
     auto root_runs = bench::time_runs(chosen.runs, [&] {
       long result = 0;

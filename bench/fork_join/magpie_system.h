@@ -1,5 +1,5 @@
 // magpie's side of the fork-join workloads (bench/fork_join/workloads.h): task_group for
-// spawn-join, parallel_for for the loops, parallel_reduce for reduce. Shared by
+// spawn-join and the task-per-child shapes, parallel_for for the loops, parallel_reduce for reduce. Shared by
 // bench/fork_join/magpie.cpp and bench/per_task/magpie.cpp.
 #pragma once
 
@@ -11,6 +11,7 @@
 namespace bench {
 
 struct magpie_system {
+  using group = magpie::task_group;
   template <class A, class B>
   static void spawn_join(A&& a, B&& b) {
     magpie::task_group group;

@@ -1,6 +1,6 @@
-// Fork-join workloads on OpenMP tasks: `task` + `taskwait` for fib, skynet and nqueens,
-// `taskloop` for the loops (matmul, mandelbrot; with a reduction for reduce). Peer of
-// bench/fork_join/magpie.cpp.
+// Fork-join workloads on OpenMP tasks: `task` + `taskwait` for fib, skynet, nqueens and the
+// task-per-child shapes, `taskloop` for the loops (matmul, mandelbrot; with a reduction for
+// reduce). Peer of bench/fork_join/magpie.cpp.
 //
 // Built with clang++ and LLVM's libomp (system "omp-libomp") where bench/meson.build finds
 // them, else with the project compiler's -fopenmp (GCC: libgomp, system "omp-libgomp"),
@@ -13,6 +13,8 @@
 
 #include <omp.h>
 
+#include <type_traits>
+
 #ifndef BENCH_OMP_SYSTEM
 #define BENCH_OMP_SYSTEM "omp-libgomp"
 #endif
@@ -20,6 +22,19 @@
 namespace {
 
 struct omp_system {
+  // group: a task per run() holding its own copy of the body; taskwait joins the
+  // enclosing task's children, which are exactly the group's (one group per call).
+  struct group {
+    template <class F>
+    void run(F&& body) {
+      std::decay_t<F> task_body(std::forward<F>(body));
+#pragma omp task firstprivate(task_body)
+      task_body();
+    }
+    void wait() {
+#pragma omp taskwait
+    }
+  };
   template <class A, class B>
   static void spawn_join(A&& a, B&& b) {
 #pragma omp task default(shared)

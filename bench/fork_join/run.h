@@ -2,9 +2,13 @@
 #pragma once
 
 #include "../common/harness.h"
+#ifdef FORK_JOIN_UTS
+#include "uts.h"
+#endif
 #include "workloads.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,14 @@ std::vector<T> sizes(const bench::options& chosen, T quick, T usual, std::vector
   if (chosen.quick) return {quick};
   if (chosen.sweep) return sweep;
   return {usual};
+}
+
+// row_wanted says whether to measure `workload`: every one, unless the environment
+// variable FORK_JOIN_ONLY names the single workload to measure (a profile of one row, or
+// a quick look at one shape on a busy host).
+inline bool row_wanted(const char* workload) {
+  const char* only = std::getenv("FORK_JOIN_ONLY");
+  return only == nullptr || *only == '\0' || std::string(only) == workload;
 }
 
 // growth_guard skips the sizes of a sweep that would take too long on this system: it
@@ -40,6 +52,75 @@ class growth_guard {
   double seconds_per_work_ = 0.0;
 };
 
+// run_shapes measures the fork-join shapes of other projects' suites: nqueens with a
+// board copy per task, adaptive quadrature, unbalanced tree search, divide-and-conquer
+// matmul. Each checks its own answer.
+template <class S>
+void run_shapes(const bench::options& chosen, const std::string& system, unsigned threads,
+                const std::vector<int>& board_counts, const std::vector<int>& integrate_uppers,
+                const std::vector<std::size_t>& quadrant_sizes, double task_cap) {
+  growth_guard board_guard(chosen, system, threads);
+  for (int queens : board_counts) {
+    auto work = static_cast<double>(nqueens_answer(queens));
+    if (!row_wanted("nqueens_board") || !board_guard.worth_running("nqueens_board", std::to_string(queens), work)) continue;
+    auto runs = bench::time_runs(chosen.runs, [&] {
+      check(nqueens_board<S>(queens_board{}, 0, queens) == nqueens_answer(queens), "nqueens_board");
+    });
+    bench::record(chosen, system, "nqueens_board", std::to_string(queens), threads, runs, 0);
+    board_guard.ran(runs, work);
+  }
+
+  growth_guard integrate_guard(chosen, system, threads);
+  for (int upper : integrate_uppers) {
+    const double x = upper;
+    if (!row_wanted("integrate")) break;
+    const double calls = integrate_calls(0.0, integrand(0.0), x, integrand(x), (integrand(0.0) + integrand(x)) / 2.0 * x);
+    if (calls > task_cap || !integrate_guard.worth_running("integrate", std::to_string(upper), calls)) continue;
+    const double exact = integrand_integral(x);
+    auto runs = bench::time_runs(chosen.runs, [&] {
+      check(std::fabs(integrate_over<S>(x) - exact) <= 1e-9 * exact, "integrate");
+    });
+    bench::record(chosen, system, "integrate", std::to_string(upper), threads, runs, static_cast<std::uint64_t>(calls));
+    integrate_guard.ran(runs, calls);
+  }
+
+#ifdef FORK_JOIN_UTS
+  for (const uts_tree& tree : {uts_t1, uts_t3}) {
+    if (!row_wanted("uts") || static_cast<double>(tree.published_nodes) > task_cap) continue;
+    const uts_node root = uts_root(tree);
+    auto runs = bench::time_runs(chosen.runs, [&] {
+      check(uts<S>(tree, root) == tree.published_nodes, std::string("uts ") + tree.name);
+    });
+    bench::record(chosen, system, "uts", tree.name, threads, runs, tree.published_nodes);
+  }
+#endif
+
+  growth_guard quadrant_guard(chosen, system, threads);
+  for (std::size_t n : quadrant_sizes) {
+    double work = static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    if (!row_wanted("matmul_quadrants") || !quadrant_guard.worth_running("matmul_quadrants", std::to_string(n), work)) continue;
+    // Small integers: every product and sum is exact, so the check compares exactly.
+    std::vector<double> a(n * n), b(n * n), c(n * n);
+    for (std::size_t i = 0; i < n * n; ++i) {
+      a[i] = static_cast<double>(i % 7) - 3.0;
+      b[i] = static_cast<double>(i % 5) - 2.0;
+    }
+    auto runs = bench::time_runs(chosen.runs, [&] {
+      std::fill(c.begin(), c.end(), 0.0);
+      matmul_quadrants<S>(a.data(), b.data(), c.data(), n, n);
+      for (std::size_t probe = 0; probe < 16; ++probe) {
+        std::size_t i = (probe * 37) % n;
+        std::size_t j = (probe * 101 + 3) % n;
+        double expected = 0.0;
+        for (std::size_t k = 0; k < n; ++k) expected += a[i * n + k] * b[k * n + j];
+        check(c[i * n + j] == expected, "matmul_quadrants");
+      }
+    });
+    bench::record(chosen, system, "matmul_quadrants", std::to_string(n), threads, runs, 0);
+    quadrant_guard.ran(runs, work);
+  }
+}
+
 // run_all measures every workload on system S under `threads`; `in_context(f)` runs f
 // where S's threads are set up (an arena, an attached thread, a driver task, …). A
 // workload of more than `task_cap` tasks is skipped (GCC's libgomp, one locked queue).
@@ -52,11 +133,16 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
   const auto matrix_sizes = sizes<std::size_t>(chosen, 256, 512, {512, 1024, 2048});
   const std::size_t width = chosen.quick ? 512 : 1024;
   const std::size_t terms = chosen.quick ? (1u << 21) : (1u << 23);
+  const auto board_counts = sizes(chosen, 10, 12, {12, 13, 14});
+  const auto integrate_uppers = sizes(chosen, 100, 1000, {1000, 2000, 4000});  // ~8·10^5 to ~10^8 calls
+  const std::vector<std::size_t> quadrant_sizes =
+      chosen.quick ? std::vector<std::size_t>{128, 256}
+                   : chosen.sweep ? std::vector<std::size_t>{128, 512, 1024} : std::vector<std::size_t>{128, 512};
   in_context([&] {
     growth_guard fib_guard(chosen, system, threads);
     for (int fib_n : fib_sizes) {
       double calls = fib_calls(fib_n, 2);
-      if (calls > task_cap || !fib_guard.worth_running("fib", std::to_string(fib_n), calls)) continue;
+      if (!row_wanted("fib") || calls > task_cap || !fib_guard.worth_running("fib", std::to_string(fib_n), calls)) continue;
       long expected_fib = serial_fib(fib_n);
       auto fib_runs = bench::time_runs(chosen.runs, [&] { check(fib<S>(fib_n, 2) == expected_fib, "fib"); });
       bench::record(chosen, system, "fib", std::to_string(fib_n), threads, fib_runs, static_cast<std::uint64_t>(calls));
@@ -66,19 +152,24 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
     // alternately with its own runs, in its own process: the serial system's runs, minutes
     // away, may fall in another of a shared host's speed spells.
     const int cut_n = fib_sizes.front() + 4;
-    long expected_cut = serial_fib(cut_n);
-    std::vector<double> cut_runs;
-    auto over_serial = bench::time_pairs(
-        3 * chosen.runs, [&] { check(serial_fib(cut_n) == expected_cut, "serial fib"); },
-        [&] { check(fib<S>(cut_n, 12) == expected_cut, "fib cut-off"); }, cut_runs);
-    bench::record(chosen, system, "fib_cutoff_12", std::to_string(cut_n), threads, cut_runs, 0);
-    bench::record(chosen, system, "fib_cutoff_over_serial", std::to_string(cut_n), threads, over_serial, 0,
-                  "ratio");
+    if (row_wanted("fib_cutoff_12")) {
+      long expected_cut = serial_fib(cut_n);
+      std::vector<double> cut_runs;
+      auto over_serial = bench::time_pairs(
+          3 * chosen.runs, [&] { check(serial_fib(cut_n) == expected_cut, "serial fib"); },
+          [&] { check(fib<S>(cut_n, 12) == expected_cut, "fib cut-off"); }, cut_runs);
+      bench::record(chosen, system, "fib_cutoff_12", std::to_string(cut_n), threads, cut_runs, 0);
+      bench::record(chosen, system, "fib_cutoff_over_serial", std::to_string(cut_n), threads, over_serial, 0,
+                    "ratio");
+    }
 
     growth_guard skynet_guard(chosen, system, threads);
     for (std::uint64_t leaves : leaf_counts) {
       double tasks = static_cast<double>(leaves + leaves / 9);
-      if (tasks > task_cap || !skynet_guard.worth_running("skynet", std::to_string(leaves), tasks)) continue;
+      if (!row_wanted("skynet") || tasks > task_cap ||
+          !skynet_guard.worth_running("skynet", std::to_string(leaves), tasks)) {
+        continue;
+      }
       auto skynet_runs = bench::time_runs(chosen.runs, [&] {
         check(skynet<S>(0, leaves) == leaves * (leaves - 1) / 2, "skynet");
       });
@@ -89,7 +180,7 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
     growth_guard queens_guard(chosen, system, threads);
     for (int queens : queen_counts) {
       auto work = static_cast<double>(nqueens_answer(queens));  // the search grows with the solutions
-      if (!queens_guard.worth_running("nqueens", std::to_string(queens), work)) continue;
+      if (!row_wanted("nqueens") || !queens_guard.worth_running("nqueens", std::to_string(queens), work)) continue;
       auto queen_runs = bench::time_runs(chosen.runs, [&] { check(nqueens<S>({}, queens) == nqueens_answer(queens), "nqueens"); });
       bench::record(chosen, system, "nqueens", std::to_string(queens), threads, queen_runs, 0);
       queens_guard.ran(queen_runs, work);
@@ -98,7 +189,7 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
     growth_guard matmul_guard(chosen, system, threads);
     for (std::size_t n : matrix_sizes) {
       double work = static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-      if (!matmul_guard.worth_running("matmul", std::to_string(n), work)) continue;
+      if (!row_wanted("matmul") || !matmul_guard.worth_running("matmul", std::to_string(n), work)) continue;
       std::vector<double> a(n * n), b(n * n), c(n * n);
       for (std::size_t i = 0; i < n * n; ++i) {
         a[i] = static_cast<double>(i % 7) - 3.0;
@@ -114,21 +205,27 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
       matmul_guard.ran(matmul_runs, work);
     }
 
-    long expected_mandelbrot = 0;
-    auto mandelbrot_runs = bench::time_runs(chosen.runs, [&] {
-      long total = mandelbrot<S>(width);
-      if (expected_mandelbrot == 0) expected_mandelbrot = total;  // the warm-up's answer; every run must agree
-      check(total == expected_mandelbrot && total > 0, "mandelbrot");
-    });
-    bench::record(chosen, system, "mandelbrot", std::to_string(width), threads, mandelbrot_runs, 0);
+    if (row_wanted("mandelbrot")) {
+      long expected_mandelbrot = 0;
+      auto mandelbrot_runs = bench::time_runs(chosen.runs, [&] {
+        long total = mandelbrot<S>(width);
+        if (expected_mandelbrot == 0) expected_mandelbrot = total;  // the warm-up's answer; every run must agree
+        check(total == expected_mandelbrot && total > 0, "mandelbrot");
+      });
+      bench::record(chosen, system, "mandelbrot", std::to_string(width), threads, mandelbrot_runs, 0);
+    }
 
-    double expected_sum = 0.0;
-    for (std::size_t i = 0; i < terms; ++i) expected_sum += reduce_term(i);
-    auto reduce_runs = bench::time_runs(chosen.runs, [&] {
-      double sum = reduce<S>(terms);  // summed in another order: equal to rounding
-      check(std::fabs(sum - expected_sum) <= 1e-9 * std::fabs(expected_sum), "reduce");
-    });
-    bench::record(chosen, system, "reduce", std::to_string(terms), threads, reduce_runs, 0);
+    if (row_wanted("reduce")) {
+      double expected_sum = 0.0;
+      for (std::size_t i = 0; i < terms; ++i) expected_sum += reduce_term(i);
+      auto reduce_runs = bench::time_runs(chosen.runs, [&] {
+        double sum = reduce<S>(terms);  // summed in another order: equal to rounding
+        check(std::fabs(sum - expected_sum) <= 1e-9 * std::fabs(expected_sum), "reduce");
+      });
+      bench::record(chosen, system, "reduce", std::to_string(terms), threads, reduce_runs, 0);
+    }
+
+    run_shapes<S>(chosen, system, threads, board_counts, integrate_uppers, quadrant_sizes, task_cap);
   });
 }
 

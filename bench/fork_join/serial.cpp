@@ -5,6 +5,14 @@
 namespace {
 
 struct serial_system {
+  // group runs each task where it is forked.
+  struct group {
+    template <class F>
+    void run(F&& body) {
+      body();
+    }
+    void wait() {}
+  };
   template <class A, class B>
   static void spawn_join(A&& a, B&& b) {
     a();

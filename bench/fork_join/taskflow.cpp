@@ -1,6 +1,6 @@
 // Fork-join workloads on Taskflow v4 (header-only, from the taskflow_dir option; never
-// vendored): tf::TaskGroup for fib, skynet and nqueens (Taskflow's own v4 fork-join path,
-// not Subflow), tf::Taskflow::for_each_index for the loops (matmul, mandelbrot) and
+// vendored): tf::TaskGroup for fib, skynet, nqueens and the task-per-child shapes
+// (Taskflow's own v4 fork-join path, not Subflow), tf::Taskflow::for_each_index for the loops (matmul, mandelbrot) and
 // reduce_by_index for reduce.
 // Peer of bench/fork_join/magpie.cpp and tbb.cpp.
 //
@@ -26,6 +26,14 @@ namespace {
 tf::Executor* executor = nullptr;  // the executor of the thread count being measured
 
 struct taskflow_system {
+  struct group {
+    tf::TaskGroup tasks = executor->task_group();
+    template <class F>
+    void run(F&& body) {
+      tasks.silent_async(std::forward<F>(body));
+    }
+    void wait() { tasks.corun(); }
+  };
   template <class A, class B>
   static void spawn_join(A&& a, B&& b) {
     tf::TaskGroup group = executor->task_group();

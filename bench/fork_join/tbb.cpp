@@ -1,5 +1,5 @@
-// Fork-join workloads on oneTBB: task_group for fib, parallel_for for the rest (and
-// parallel_reduce for reduce), in an arena of N threads. Peer of bench/fork_join/magpie.cpp.
+// Fork-join workloads on oneTBB: task_group for fib and the task-per-child shapes,
+// parallel_for for the loops (and parallel_reduce for reduce), in an arena of N threads. Peer of bench/fork_join/magpie.cpp.
 #include "run.h"
 
 #include <oneapi/tbb/parallel_for.h>
@@ -10,6 +10,7 @@
 namespace {
 
 struct tbb_system {
+  using group = oneapi::tbb::task_group;
   template <class A, class B>
   static void spawn_join(A&& a, B&& b) {
     oneapi::tbb::task_group group;

@@ -4,10 +4,15 @@
 //                                         skynet's 10 children, nqueens' columns)
 //   S::parallel_for(n, body)              body(i) for i in [0, n), a loop the system cuts
 //   S::parallel_reduce(n, map)            the sum of map(i) for i in [0, n), cut likewise
+//   S::group                              a task group: run(f) forks f (moved into its task,
+//                                         with whatever f captured by value), wait() joins
+//                                         every task run so far (nqueens_board, uts,
+//                                         matmul_quadrants)
 // so that magpie, oneTBB, Taskflow, OpenMP and the serial baseline run identical code. Every workload checks
 // its answer and throws on a wrong one.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -150,6 +155,123 @@ WORKLOADS_OPAQUE inline double reduce_term(std::size_t i) {
 template <class S>
 double reduce(std::size_t n) {
   return S::parallel_reduce(n, [](std::size_t i) { return reduce_term(i); });
+}
+
+// nqueens_board: the same count, the other common shape: a task per admissible column,
+// each with its own copy of the board (captured by value), all forked from one group.
+using queens_board = std::array<char, 16>;
+
+inline bool queen_fits(const queens_board& placed, int row, int column) {
+  for (int earlier = 0; earlier < row; ++earlier) {
+    int other = placed[static_cast<std::size_t>(earlier)];
+    if (other == column || other - column == earlier - row || other - column == row - earlier) return false;
+  }
+  return true;
+}
+
+template <class S>
+long nqueens_board(const queens_board& placed, int row, int n) {
+  if (row == n) return 1;
+  std::array<long, 16> found{};
+  typename S::group group;
+  for (int column = 0; column < n; ++column) {
+    if (!queen_fits(placed, row, column)) continue;
+    queens_board next = placed;
+    next[static_cast<std::size_t>(row)] = static_cast<char>(column);
+    group.run([next, row, n, slot = &found[static_cast<std::size_t>(column)]] { *slot = nqueens_board<S>(next, row + 1, n); });
+  }
+  group.wait();
+  long total = 0;
+  for (long each : found) total += each;
+  return total;
+}
+
+// integrate: adaptive trapezoid quadrature of integrand over [x1, x2], halving an interval
+// (both halves forked) until its two halves' sum agrees with its own area within epsilon.
+// A call is a few flops: the tree of ~10^6–10^8 calls is the work.
+// integrand is opaque for the reason serial_fib is: seen whole, the serial baseline's
+// quadrature was a pure function of constants, hoisted out of the timed runs.
+WORKLOADS_OPAQUE inline double integrand(double x) { return (x * x + 1.0) * x; }
+inline double integrand_integral(double x) { return x * x * x * x / 4.0 + x * x / 2.0; }
+inline constexpr double integrate_epsilon = 1e-9;
+
+template <class S>
+double integrate(double x1, double y1, double x2, double y2, double area) {
+  double half = (x2 - x1) / 2.0;
+  double x0 = x1 + half;
+  double y0 = integrand(x0);
+  double left = (y1 + y0) / 2.0 * half;
+  double right = (y0 + y2) / 2.0 * half;
+  double both = left + right;
+  if (both - area < integrate_epsilon && area - both < integrate_epsilon) return both;
+  double a = 0.0;
+  double b = 0.0;
+  S::spawn_join([&] { a = integrate<S>(x1, y1, x0, y0, left); }, [&] { b = integrate<S>(x0, y0, x2, y2, right); });
+  return a + b;
+}
+
+// integrate_over is the whole integral over [0, upper].
+template <class S>
+double integrate_over(double upper) {
+  double top = integrand(upper);
+  return integrate<S>(0.0, integrand(0.0), upper, top, (integrand(0.0) + top) / 2.0 * upper);
+}
+
+// integrate_calls is the number of calls (each a task) integrate_over(upper) makes.
+inline double integrate_calls(double x1, double y1, double x2, double y2, double area) {
+  double half = (x2 - x1) / 2.0;
+  double x0 = x1 + half;
+  double y0 = integrand(x0);
+  double left = (y1 + y0) / 2.0 * half;
+  double right = (y0 + y2) / 2.0 * half;
+  double both = left + right;
+  if (both - area < integrate_epsilon && area - both < integrate_epsilon) return 1;
+  return 1 + integrate_calls(x1, y1, x0, y0, left) + integrate_calls(x0, y0, x2, y2, right);
+}
+
+// matmul_block adds A × B to C for n × n blocks inside matrices of row length `stride`:
+// the leaf of matmul_quadrants, opaque for the reason matmul_row is.
+WORKLOADS_OPAQUE inline void matmul_block(const double* __restrict a, const double* __restrict b,
+                                          double* __restrict c, std::size_t n, std::size_t stride) {
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < n; ++k) {
+      double aik = a[i * stride + k];
+      const double* b_row = b + k * stride;
+      double* c_row = c + i * stride;
+      for (std::size_t j = 0; j < n; ++j) c_row[j] += aik * b_row[j];
+    }
+  }
+}
+
+inline constexpr std::size_t matmul_leaf = 32;
+
+// matmul_quadrants adds A × B to C (n × n, n a power of two, row length `stride`) divide
+// and conquer: C's four quadrants each get two products of quadrants, the first four
+// forked together, then, once joined, the other four.
+template <class S>
+void matmul_quadrants(const double* a, const double* b, double* c, std::size_t n, std::size_t stride) {
+  if (n <= matmul_leaf) {
+    matmul_block(a, b, c, n, stride);
+    return;
+  }
+  std::size_t h = n / 2;
+  auto quarter = [h, stride](auto* m, std::size_t row, std::size_t column) { return m + row * h * stride + column * h; };
+  for (std::size_t k = 0; k < 2; ++k) {
+    typename S::group group;
+    for (std::size_t i = 0; i < 2; ++i) {
+      for (std::size_t j = 0; j < 2; ++j) {
+        const double* left = quarter(a, i, k);
+        const double* right = quarter(b, k, j);
+        double* out = quarter(c, i, j);
+        if (i == 1 && j == 1) {
+          matmul_quadrants<S>(left, right, out, h, stride);  // the parent takes the last one
+        } else {
+          group.run([left, right, out, h, stride] { matmul_quadrants<S>(left, right, out, h, stride); });
+        }
+      }
+    }
+    group.wait();
+  }
 }
 
 }  // namespace workloads
