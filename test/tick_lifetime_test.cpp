@@ -137,6 +137,50 @@ TEST_CASE("tick_lifetime: removing a neighbour of a running tick never waits on 
   }
 }
 
+TEST_CASE("tick_lifetime: unregistering a running tick returns at once; destroying it later waits for that run") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    std::atomic<bool> started{false}, go_on{false}, finished{false};
+    bool act = false;
+    auto running = std::make_unique<tick_function>("running", [&](float, level_tick) {
+      if (!act || workers == 0) return;
+      started.store(true);
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!go_on.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      finished.store(true);
+    });
+    running->set_run_on_any_thread(true);
+    bool returned_while_running = false, finished_when_destroyed = false;
+    tick_function remover("remover", [&](float, level_tick) {
+      if (!act) return;
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (workers > 0 && !started.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      running->unregister_tick_function();
+      returned_while_running = !finished.load();
+      go_on.store(true);
+      running.reset();
+      finished_when_destroyed = finished.load();
+    });
+    running->register_tick_function(manager);
+    remover.register_tick_function(manager);
+    run_frame(manager);
+    act = true;
+    run_frame(manager);
+    CHECK_FALSE(running);
+    CHECK(manager.registered_count() == 1);
+    if (workers > 0) {
+      CHECK(returned_while_running);
+      CHECK(finished_when_destroyed);
+    }
+    act = false;
+    run_frame(manager);
+    CHECK(manager.last_frame_stats().ticks_run == 1);
+  }
+}
+
 TEST_CASE("tick_lifetime: unregistering off the game thread is reported and refused; destroying there is safe") {
   for (unsigned workers : worker_counts) {
     CAPTURE(workers);

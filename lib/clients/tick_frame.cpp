@@ -228,10 +228,15 @@ void tick_manager::state::run_newly_spawned_passes() {
 
 void tick_manager::state::finish_frame() {
   wait_for(ticking_group::newly_spawned);
-  // acquire: pairs with the release of a destruction that waited for a unit off the game thread
-  while (off_thread_waiters.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   drain_orphans();
-  std::lock_guard guard(off_thread_guard);  // the units go and the frame ends
+  std::unique_lock guard(off_thread_guard);  // the units go and the frame ends
+  // A destruction off the game thread that counted itself in under the guard may still read
+  // its unit: the units stay until it is done. acquire: pairs with its release on the way out.
+  while (off_thread_waiters.load(std::memory_order_acquire) != 0) {
+    guard.unlock();
+    std::this_thread::yield();
+    guard.lock();
+  }
   for (auto [tick, work] : retiring) {
     if (tick_access::slot(*tick) == this) tick_access::slot(*tick) = nullptr;  // its unit is done
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -34,6 +35,28 @@ void erase_one(std::vector<tick_function*>& list, tick_function* value) {
   auto found = std::find(list.begin(), list.end(), value);
   if (found != list.end()) list.erase(found);
 }
+
+// edge_guard holds the guards of the managers the two ends of an edge are registered with,
+// against a tick at either end being destroyed off the game thread meanwhile.
+class edge_guard {
+ public:
+  edge_guard(tick_function& one, tick_function& other) {
+    std::mutex* first = guard_of(one);
+    std::mutex* second = guard_of(other);
+    if (first == second) second = nullptr;
+    if (first == nullptr) std::swap(first, second);
+    if (second != nullptr && std::less<std::mutex*>()(second, first)) std::swap(first, second);  // one order
+    if (first != nullptr) first_ = std::unique_lock(*first);
+    if (second != nullptr) second_ = std::unique_lock(*second);
+  }
+
+ private:
+  static std::mutex* guard_of(tick_function& tick) {
+    tick_manager* manager = tick_access::manager(tick);
+    return manager != nullptr ? &tick_access::state_of(*manager).off_thread_guard : nullptr;
+  }
+  std::unique_lock<std::mutex> first_, second_;
+};
 
 }  // namespace
 
@@ -219,8 +242,7 @@ void tick_function::add_prerequisite(tick_function& prerequisite) {
     return;
   }
   if (!may_change("add_prerequisite") || !prerequisite.may_change("add_prerequisite")) return;
-  std::unique_lock<std::mutex> guard;  // against a tick at either end destroyed off the game thread
-  if (manager_ != nullptr) guard = std::unique_lock(tick_access::state_of(*manager_).off_thread_guard);
+  edge_guard guard(*this, prerequisite);
   std::vector<tick_function*>& before = own_links().prerequisites;
   if (std::find(before.begin(), before.end(), &prerequisite) != before.end()) return;
   before.push_back(&prerequisite);
@@ -231,8 +253,7 @@ void tick_function::add_prerequisite(tick_function& prerequisite) {
 
 void tick_function::remove_prerequisite(tick_function& prerequisite) {
   if (!may_change("remove_prerequisite") || !links_) return;
-  std::unique_lock<std::mutex> guard;  // against a tick at either end destroyed off the game thread
-  if (manager_ != nullptr) guard = std::unique_lock(tick_access::state_of(*manager_).off_thread_guard);
+  edge_guard guard(*this, prerequisite);
   std::vector<tick_function*>& before = links_->prerequisites;
   auto found = std::find(before.begin(), before.end(), &prerequisite);
   if (found == before.end()) return;
