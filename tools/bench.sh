@@ -9,8 +9,11 @@
 #   tools/bench.sh --rounds N rounds of turns (a busy host slows one round, not a system)
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
 #   tools/bench.sh --sweep --only fork_join   every fork-join size DESIGN §7 names (fib 30–35,
-#                                        skynet 10^6–10^8, nqueens 12–14, matmul 512–2048), 3 runs
+#                                        skynet 10^6–10^8, nqueens 12–14, matmul 512–2048; the
+#                                        other suites' shapes: nqueens_board 12–14, integrate
+#                                        ~10^7–10^8 calls, matmul_quadrants 128–1024), 3 runs
 #                                        each; a size predicted to run over 4 s is skipped
+#   FORK_JOIN_ONLY=uts tools/bench.sh --only fork_join   one fork-join workload only
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
 #   tools/bench.sh --libfork DIR         also the libfork peer of the coroutine fib, from a

@@ -19,6 +19,9 @@
 #include <taskflow/algorithm/reduce.hpp>
 #include <taskflow/taskflow.hpp>
 
+#include <pthread.h>
+
+#include <cstddef>
 #include <optional>
 
 namespace {
@@ -75,6 +78,15 @@ struct taskflow_system {
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "Taskflow fork-join benchmarks");
+  // A worker in corun() runs any task it finds, each inside the last one's frames, so the
+  // nesting follows the work, not the tree: UTS overflows the default 8 MiB thread stack.
+  // The workers (std::thread, made by the executor) get 1 GiB of address space each,
+  // committed only as far as it is used.
+  pthread_attr_t deep_stack;
+  pthread_attr_init(&deep_stack);
+  pthread_attr_setstacksize(&deep_stack, std::size_t{1} << 30);
+  pthread_setattr_default_np(&deep_stack);
+  pthread_attr_destroy(&deep_stack);
   for (unsigned threads : chosen.threads) {
     tf::Executor pool(threads);
     executor = &pool;
