@@ -546,3 +546,36 @@ TEST_CASE("task_group: free launches inside execute go to its scheduler") {
     CHECK(seen == &pool);
   }
 }
+
+TEST_CASE("task_group stress: threads execute fork-join on two schedulers at once, crosswise" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler first(test::options_with(workers));
+      scheduler second(test::options_with(1));
+      std::atomic<int> wrong{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          scheduler& outer = t % 2 == 0 ? first : second;
+          scheduler& inner = t % 2 == 0 ? second : first;
+          for (int round = 0; round < 5; ++round) {
+            std::atomic<int> right{0};
+            std::atomic<int> calls{0};
+            long answer = outer.execute([&] {
+              task_group group;
+              long from_inner = 0;
+              group.run([&] { from_inner = inner.execute([&] { return fib_counting(10, &inner, right, calls); }); });
+              group.wait();
+              return from_inner + fib(10);
+            });
+            if (answer != 110 || right.load() != calls.load() || scheduler::current() != nullptr) wrong.fetch_add(1);
+          }
+        });
+      }
+      for (std::thread& each : threads) each.join();
+      CHECK(wrong.load() == 0);
+    }
+  }
+}
