@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <chrono>
 #include <thread>
@@ -577,5 +578,40 @@ TEST_CASE("task_group stress: threads execute fork-join on two schedulers at onc
       for (std::thread& each : threads) each.join();
       CHECK(wrong.load() == 0);
     }
+  }
+}
+
+TEST_CASE("task_group: a group made in work a plain thread joined may be waited for by another plain thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::optional<task_group> inner;
+    std::atomic<int> ran{0};
+    // Fresh threads: neither has ever owned a deque before. Both live at once, so neither
+    // can inherit the other's thread-local storage or id.
+    std::atomic<bool> made{false};
+    std::atomic<bool> waited{false};
+    std::thread maker([&] {
+      task_group root(pool);
+      root.run([&] {  // run in pool's context by this thread's join, on a deque lent to it
+        inner.emplace();
+        inner->run([&] { ran.fetch_add(1); });
+      });
+      root.wait();
+      made.store(true);
+      while (!waited.load()) std::this_thread::yield();
+    });
+    std::thread waiter([&] {
+      while (!made.load()) std::this_thread::yield();
+      inner->wait();  // not the group's home: must not touch the maker's deque as its owner
+      waited.store(true);
+    });
+    waiter.join();
+    maker.join();
+    CHECK(ran.load() == 1);
+    inner.reset();
+    CHECK(recorder.count() == 0);
   }
 }
