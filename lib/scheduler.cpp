@@ -455,6 +455,8 @@ void scheduler::impl::execute(work_item* item, worker* self) {
     context.deque = outer.owner == nullptr ? lend_deque() : nullptr;
     context.push_gate = &accepting;
     context.wakes_workers = !workers.empty();
+    // task_group tells its home thread by a generation a thread with a deque never shares.
+    if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
   }
   context.owner = this;
   context.facade = &facade;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <chrono>
 #include <thread>
@@ -544,5 +545,73 @@ TEST_CASE("task_group: free launches inside execute go to its scheduler") {
     scheduler* seen = nullptr;
     pool.execute([&] { magpie::launch("inside execute", [&] { seen = scheduler::current(); }).wait(); });
     CHECK(seen == &pool);
+  }
+}
+
+TEST_CASE("task_group stress: threads execute fork-join on two schedulers at once, crosswise" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler first(test::options_with(workers));
+      scheduler second(test::options_with(1));
+      std::atomic<int> wrong{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          scheduler& outer = t % 2 == 0 ? first : second;
+          scheduler& inner = t % 2 == 0 ? second : first;
+          for (int round = 0; round < 5; ++round) {
+            std::atomic<int> right{0};
+            std::atomic<int> calls{0};
+            long answer = outer.execute([&] {
+              task_group group;
+              long from_inner = 0;
+              group.run([&] { from_inner = inner.execute([&] { return fib_counting(10, &inner, right, calls); }); });
+              group.wait();
+              return from_inner + fib(10);
+            });
+            if (answer != 110 || right.load() != calls.load() || scheduler::current() != nullptr) wrong.fetch_add(1);
+          }
+        });
+      }
+      for (std::thread& each : threads) each.join();
+      CHECK(wrong.load() == 0);
+    }
+  }
+}
+
+TEST_CASE("task_group: a group made in work a plain thread joined may be waited for by another plain thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::optional<task_group> inner;
+    std::atomic<int> ran{0};
+    // Fresh threads: neither has ever owned a deque before. Both live at once, so neither
+    // can inherit the other's thread-local storage or id.
+    std::atomic<bool> made{false};
+    std::atomic<bool> waited{false};
+    std::thread maker([&] {
+      task_group root(pool);
+      root.run([&] {  // run in pool's context by this thread's join, on a deque lent to it
+        inner.emplace();
+        inner->run([&] { ran.fetch_add(1); });
+      });
+      root.wait();
+      made.store(true);
+      while (!waited.load()) std::this_thread::yield();
+    });
+    std::thread waiter([&] {
+      while (!made.load()) std::this_thread::yield();
+      inner->wait();  // not the group's home: must not touch the maker's deque as its owner
+      waited.store(true);
+    });
+    waiter.join();
+    maker.join();
+    CHECK(ran.load() == 1);
+    inner.reset();
+    CHECK(recorder.count() == 0);
   }
 }
