@@ -32,21 +32,18 @@ inline void add_threads_option(CLI::App& app, unsigned& threads) {
 }
 
 // make_scheduler makes a scheduler whose work runs on `threads` threads: `threads` − 1
-// workers, and the caller, which runs work while it waits for a result (run_on). The one
+// workers, and the caller, which works as one of the pool's threads inside run_on. The one
 // place the examples build a scheduler.
 inline std::unique_ptr<magpie::scheduler> make_scheduler(unsigned threads) {
-  magpie::scheduler_options options;
-  options.workers = threads - 1;
-  options.background_workers = 0;
-  return std::make_unique<magpie::scheduler>(options);
+  return std::make_unique<magpie::scheduler>(magpie::scheduler_options{.workers = threads - 1});
 }
 
-// run_on runs `work` on the calling thread as a task of `pool` (run_inline: a task with no
-// prerequisites runs at once on its launcher) and returns its result. Fork-join inside
-// `work` (task_group, parallel_for) uses `pool`, so the caller and `pool`'s workers share it.
+// run_on runs `work` on the calling thread as one of `pool`'s threads and returns its
+// result. Fork-join inside `work` (task_group, parallel_for) uses `pool`, at any depth, so
+// the caller and `pool`'s workers share it.
 template <class Work>
 auto run_on(magpie::scheduler& pool, Work&& work) {
-  return pool.launch("example", std::forward<Work>(work), magpie::run_inline).get_result();
+  return pool.execute(std::forward<Work>(work));
 }
 
 // seconds_since is the time from `start` to now, in seconds.
