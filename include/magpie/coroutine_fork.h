@@ -36,7 +36,8 @@
 //
 // Returning from a coroutine with children not joined is misuse, reported (not when an
 // exception leaves it): the coroutine's end then waits for them without blocking, as a
-// join does, and their exceptions are dropped.
+// join does, and their exceptions are dropped. Its locals are gone by then: children
+// forked into them write into a variable whose scope has ended.
 #pragma once
 
 #include <magpie/coroutine.h>
