@@ -56,6 +56,9 @@ bool wait_for_children(coro_promise_base& parent, bool at_return) {
 
 }  // namespace
 
+// noinline: link-time optimisation must not take it back into a coroutine body.
+[[gnu::noinline]] const thread_context& this_thread_context_of_coroutine() noexcept { return this_thread_context(); }
+
 bool run_forked_child(work_item* item, work_action action) noexcept {
   coro_promise_base& child = *static_cast<fork_item*>(item)->child;
   if (action == work_action::discard) {

@@ -647,7 +647,9 @@ TEST_CASE("coroutine fork: fib of forked coroutines at depth matches the serial 
 
 TEST_CASE("coroutine fork: a stolen child runs on another thread and the last to finish resumes the parent") {
   for (unsigned workers : test::worker_counts) {
-    if (workers == 0) continue;  // nobody to steal: forked children run at once (next case)
+    // Without workers forked children run at once (next case); with one, the worker may run
+    // the parent itself, and the thread waiting for the task steals nothing else.
+    if (workers < 2) continue;
     CAPTURE(workers);
     no_leaks leaks;
     scheduler pool(test::options_with(workers));
@@ -812,11 +814,11 @@ TEST_CASE("coroutine fork: returning with children not joined is reported, and w
     scheduler pool(test::options_with(workers));
     std::atomic<int> ran{0};
     task<int> careless = pool.launch("careless parent", [&ran]() -> coro<int> {
-      int unused = 0;
+      // void children: a result would outlive its variable, whose scope ends at co_return
       for (int i = 0; i < 4; ++i) {
-        co_await magpie::fork(unused, [](std::atomic<int>& counter) -> coro<int> {
+        co_await magpie::fork([](std::atomic<int>& counter) -> coro<> {
           counter.fetch_add(1);
-          co_return 1;
+          co_return;
         }(ran));
       }
       co_return 5;

@@ -36,7 +36,8 @@
 //
 // Returning from a coroutine with children not joined is misuse, reported (not when an
 // exception leaves it): the coroutine's end then waits for them without blocking, as a
-// join does, and their exceptions are dropped.
+// join does, and their exceptions are dropped. Its locals are gone by then: children
+// forked into them write into a variable whose scope has ended.
 #pragma once
 
 #include <magpie/coroutine.h>
@@ -58,6 +59,11 @@ inline constexpr char fork_child_name[] = "forked coroutine";
 // run_forked_child is a fork_item's handler: a thief (or any thread that takes it from a
 // queue) runs the child; a shut-down scheduler finishes it as never run (lib/coroutine_fork.cpp).
 bool run_forked_child(work_item* item, work_action action) noexcept;
+
+// this_thread_context_of_coroutine is the calling thread's context, read out of line: inlined
+// into a coroutine body, which may resume on another thread, a thread_local's address may
+// be computed once and kept in the frame (lib/coroutine_fork.cpp).
+const thread_context& this_thread_context_of_coroutine() noexcept;
 
 // fork_slowly queues `child` when the inline path of fork_child cannot: the first fork of a
 // parent, a thread without a deque of the scheduler, another priority, no workers (it then
@@ -111,7 +117,7 @@ inline void run_child_now(coro_promise_base& parent, coro_promise_base& child) n
 // fork_child queues an adopted child: the common case — a worker of the parent's
 // scheduler, found before — is a push onto the worker's own deque, inline.
 inline void fork_child(coro_promise_base& parent, coro_promise_base& child) {
-  const thread_context& context = current_thread_context;
+  const thread_context& context = this_thread_context_of_coroutine();
   if (context.owner == parent.forks.home && context.owner != nullptr && context.deque != nullptr &&
       // relaxed: as task_group's spawn: `true` publishes nothing; `false` takes fork_slowly
       (context.push_gate == nullptr || context.push_gate->load(std::memory_order_relaxed))) {
@@ -205,7 +211,7 @@ class join_awaiter {
     if (parent.forks.unjoined == 0) return false;  // all finished here already
     // The common shape first, inline: a worker of the parent's scheduler joins its newest
     // child, still on top of its deque. Anything else takes join_here.
-    const thread_context& context = current_thread_context;
+    const thread_context& context = this_thread_context_of_coroutine();
     if (context.owner == parent.forks.home && context.owner != nullptr && context.deque != nullptr) {
       bool pushed_back = false;
       auto mine = context.deque->pop_matching([&parent](work_item* item) { return is_child_of(item, parent); },
