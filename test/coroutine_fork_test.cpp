@@ -1,0 +1,311 @@
+// Suite "coroutine_fork": fork-join between coroutines — fork, call and join at depth,
+// stolen children, exceptions, cancellation, misuse and memory.
+#include "support.h"
+#include "task_support.h"
+
+#include <magpie/coroutine.h>
+#include <magpie/magpie.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "counting_new.h"  // the allocation-counting test
+
+using namespace magpie;
+using test::no_leaks;
+
+namespace {
+
+long serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2); }
+
+// fork_fib forks its first call, calls its second and joins: every call a forked coroutine.
+coro<long> fork_fib(int n) {
+  if (n < 2) co_return n;
+  long a = 0;
+  long b = 0;
+  co_await magpie::fork(a, fork_fib(n - 1));
+  co_await magpie::call(b, fork_fib(n - 2));
+  co_await magpie::join();
+  co_return a + b;
+}
+
+// bounded_wait_for waits (at most 10 s) until `flag` is set; false if it never was.
+bool bounded_wait_for(const std::atomic<bool>& flag) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// throws_at_leaf is fork_fib whose leaf at n == 1 on the leftmost path throws.
+coro<long> throws_at_leaf(int n, std::atomic<int>& leaves) {
+  if (n < 2) {
+    leaves.fetch_add(1);
+    if (n == 1) throw std::runtime_error("leaf");
+    co_return n;
+  }
+  long a = 0;
+  long b = 0;
+  co_await magpie::fork(a, throws_at_leaf(n - 1, leaves));
+  co_await magpie::call(b, throws_at_leaf(n - 2, leaves));
+  co_await magpie::join();
+  co_return a + b;
+}
+
+}  // namespace
+
+TEST_CASE("coroutine fork: fib of forked coroutines at depth matches the serial answer") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    CHECK(pool.launch("fib", [] { return fork_fib(20); }).get_result() == serial_fib(20));
+    // The root may itself fork, and join more than once.
+    task<long> twice = pool.launch("fib twice", []() -> coro<long> {
+      long first = 0;
+      long second = 0;
+      co_await magpie::fork(first, fork_fib(15));
+      co_await magpie::join();
+      co_await magpie::fork(second, fork_fib(16));
+      co_await magpie::join();
+      co_return first + second;
+    });
+    CHECK(twice.get_result() == serial_fib(15) + serial_fib(16));
+  }
+}
+
+TEST_CASE("coroutine fork: a stolen child runs on another thread and the last to finish resumes the parent") {
+  for (unsigned workers : test::worker_counts) {
+    // Without workers forked children run at once (next case); with one, the worker may run
+    // the parent itself, and the thread waiting for the task steals nothing else.
+    if (workers < 2) continue;
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<bool> oldest_started{false};
+    std::atomic<bool> newest_finished{false};
+    std::atomic<bool> saw_steal{false};
+    std::thread::id oldest_thread;
+    std::thread::id newest_thread;
+    task<int> parent = pool.launch("parent", [&]() -> coro<int> {
+      int oldest = 0;
+      int newest = 0;
+      // The oldest child is what a thief takes; the newest, run here by the join, waits
+      // until the oldest has started elsewhere, and the oldest outlasts it, so the parent
+      // suspends at the join and the oldest resumes it.
+      co_await magpie::fork(oldest, [&]() -> coro<int> {
+        oldest_thread = std::this_thread::get_id();
+        oldest_started.store(true);
+        if (bounded_wait_for(newest_finished)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        co_return 1;
+      }());
+      co_await magpie::fork(newest, [&]() -> coro<int> {
+        newest_thread = std::this_thread::get_id();
+        saw_steal.store(bounded_wait_for(oldest_started));
+        newest_finished.store(true);
+        co_return 2;
+      }());
+      co_await magpie::join();
+      co_return oldest + newest;
+    });
+    CHECK(parent.get_result() == 3);
+    CHECK(saw_steal.load());
+    CHECK(oldest_thread != newest_thread);
+  }
+}
+
+TEST_CASE("coroutine fork: without workers the awaiting thread runs every child") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  std::thread::id here = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  task<long> root = pool.launch("root", [&]() -> coro<long> {
+    long total = 0;
+    std::vector<long> parts(8, 0);
+    for (long& part : parts) {
+      co_await magpie::fork(part, [&]() -> coro<long> {
+        if (std::this_thread::get_id() != here) elsewhere.fetch_add(1);
+        co_return co_await magpie::launch("leaf", [] { return 5L; });
+      }());
+    }
+    co_await magpie::join();
+    for (long part : parts) total += part;
+    co_return total;
+  });
+  CHECK(root.get_result() == 40);
+  CHECK(elsewhere.load() == 0);
+}
+
+TEST_CASE("coroutine fork: many siblings, each result readable after the join") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    constexpr int count = 2000;
+    task<bool> root = pool.launch("siblings", []() -> coro<bool> {
+      std::vector<int> results(count, -1);
+      for (int i = 0; i < count; ++i) {
+        co_await magpie::fork(results[static_cast<std::size_t>(i)], [](int value) -> coro<int> {
+          co_return value * 3;
+        }(i));
+      }
+      co_await magpie::join();
+      bool right = true;
+      for (int i = 0; i < count; ++i) right = right && results[static_cast<std::size_t>(i)] == i * 3;
+      co_return right;
+    });
+    CHECK(root.get_result());
+  }
+}
+
+TEST_CASE("coroutine fork: a child's exception is rethrown at the join; its siblings still run") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> leaves{0};
+    // Caught at each join on the way up, and let out of the task's coroutine at the root.
+    task<long> failing = pool.launch("failing fib", [&leaves] { return throws_at_leaf(12, leaves); });
+    failing.wait();
+    CHECK(failing.has_exception());
+    CHECK_THROWS_WITH_AS(failing.get_result(), "leaf", std::runtime_error);
+    CHECK(leaves.load() == 144 + 89);  // fib(13) + fib(11): every leaf ran, thrown or not
+    // Caught in the parent, which goes on: the next join starts clean.
+    task<int> caught = pool.launch("catching", []() -> coro<int> {
+      int a = 0;
+      int b = 0;
+      co_await magpie::fork(a, []() -> coro<int> { throw std::logic_error("child"); co_return 0; }());
+      co_await magpie::fork(b, []() -> coro<int> { co_return 7; }());
+      int seen = 0;
+      try {
+        co_await magpie::join();
+      } catch (const std::logic_error&) {
+        seen = 100;
+      }
+      co_await magpie::call(a, []() -> coro<int> { co_return 1; }());
+      co_await magpie::join();  // nothing to rethrow
+      co_return seen + a + b;
+    });
+    CHECK(caught.get_result() == 108);
+  }
+}
+
+TEST_CASE("coroutine fork: a forked child awaits a task and a yield, then its parent's join sees its result") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_event gate("gate", pool);
+    task<int> root = pool.launch("root", [gate]() -> coro<int> {
+      int a = 0;
+      int b = 0;
+      co_await magpie::fork(a, [](task_event waited) -> coro<int> {
+        co_await waited;
+        co_await yield();
+        co_return 20;
+      }(gate));
+      co_await magpie::call(b, []() -> coro<int> { co_return 2; }());
+      co_await magpie::join();
+      co_return a + b;
+    });
+    CHECK_FALSE(root.wait(std::chrono::milliseconds(1)));
+    gate.trigger();
+    CHECK(root.get_result() == 22);
+  }
+}
+
+TEST_CASE("coroutine fork: children run under their task's cancellation token") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    cancellation_token token;
+    task<int> root = pool.launch("root", [&token]() -> coro<int> {
+      token.cancel();  // from inside: the task has begun, its segments see the cancel
+      std::vector<int> seen(16, 0);
+      for (int& each : seen) {
+        co_await magpie::fork(each, []() -> coro<int> { co_return is_current_work_canceled() ? 1 : 0; }());
+      }
+      co_await magpie::join();
+      int total = 0;
+      for (int each : seen) total += each;
+      co_return total;
+    }, token);
+    CHECK(root.get_result() == 16);
+  }
+}
+
+TEST_CASE("coroutine fork: returning with children not joined is reported, and waits for them") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    task<int> careless = pool.launch("careless parent", [&ran]() -> coro<int> {
+      // void children: a result would outlive its variable, whose scope ends at co_return
+      for (int i = 0; i < 4; ++i) {
+        co_await magpie::fork([](std::atomic<int>& counter) -> coro<> {
+          counter.fetch_add(1);
+          co_return;
+        }(ran));
+      }
+      co_return 5;
+    });
+    CHECK(careless.get_result() == 5);
+    CHECK(ran.load() == 4);
+    CHECK(reports_naming(recorder, "careless parent") == 1);
+  }
+}
+
+TEST_CASE("coroutine fork: a fork-join round takes its memory from the task pool") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  auto round = [&] { return pool.launch("fib", [] { return fork_fib(12); }).get_result(); };
+  CHECK(round() == serial_fib(12));  // warms up this thread's and the worker's pools
+  CHECK(round() == serial_fib(12));
+  test::allocations.store(0);
+  test::counting.store(true);
+  long result = round();
+  test::counting.store(false);
+  CHECK(result == serial_fib(12));
+  CHECK(test::allocations.load() == 0);
+}
+
+TEST_CASE("coroutine fork: fib and wide fan-outs of forked coroutines across many workers" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {0u, 1u, 2u, 4u, 8u, 64u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      for (int round = 0; round < 20; ++round) {
+        CHECK(pool.launch("fib", [] { return fork_fib(16); }).get_result() == serial_fib(16));
+        task<long> wide = pool.launch("wide", []() -> coro<long> {
+          std::vector<long> parts(64, 0);
+          for (std::size_t i = 0; i < parts.size(); ++i) co_await magpie::fork(parts[i], fork_fib(static_cast<int>(i % 10)));
+          co_await magpie::join();
+          long total = 0;
+          for (long part : parts) total += part;
+          co_return total;
+        });
+        long expected = 0;
+        for (int i = 0; i < 64; ++i) expected += serial_fib(i % 10);
+        CHECK(wide.get_result() == expected);
+      }
+    }
+  }
+}
