@@ -171,8 +171,7 @@ std::size_t scheduler::process_until_idle(named_thread thread, thread_queue queu
   named_queue& source = impl_->named[thread.index()].queues[static_cast<std::size_t>(queue)];
   std::size_t processed = 0;
   while (work_item* item = pop_next(source)) {
-    impl_->execute(item, nullptr);
-    ++processed;
+    if (impl_->execute(item, nullptr)) ++processed;  // not the entry of a task a waiter retracted
   }
   return processed;
 }

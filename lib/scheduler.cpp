@@ -438,11 +438,11 @@ work_item* scheduler::impl::find_work_as_helper() {
   return nullptr;
 }
 
-void scheduler::impl::execute(work_item* item, worker* self) {
+bool scheduler::impl::execute(work_item* item, worker* self) {
   if (self != nullptr) {  // a worker's context already names this scheduler
-    item->handler(item, detail::work_action::run);
+    bool ran = item->handler(item, detail::work_action::run);
     self->count(self->executed);
-    return;
+    return ran;
   }
   thread_context& context = this_thread_context();
   const thread_context outer = context;
@@ -461,8 +461,9 @@ void scheduler::impl::execute(work_item* item, worker* self) {
   context.owner = this;
   context.facade = &facade;
   ++context.running;
-  item->handler(item, detail::work_action::run);
+  bool ran = item->handler(item, detail::work_action::run);
   context = outer;
+  return ran;
 }
 
 work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken) {

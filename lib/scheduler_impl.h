@@ -239,7 +239,7 @@ struct scheduler::impl {
   work_item* find_work(worker* self);
   work_item* find_work_as_helper();
   work_item* steal(worker* thief);
-  void execute(work_item* item, worker* self);
+  bool execute(work_item* item, worker* self);  // the handler's answer: whether it ran something
   void run_worker(worker& self);
   bool wanted_standby(const worker& self) const;
   void enter_blocking(standby_pool& pool) noexcept;

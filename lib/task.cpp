@@ -213,9 +213,11 @@ bool run_queued(work_item* item, work_action action) noexcept {
     return dropped;
   }
   next_task current{task};
+  bool ran = false;  // only the first can be retracted: once one is not run, there is no next
   while (current.task != nullptr) {
     next_task next;
     if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
+      ran = true;
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
       // prefetch only: nothing is read through the pointer). Not the subsequents themselves:
@@ -234,7 +236,7 @@ bool run_queued(work_item* item, work_action action) noexcept {
     }
     current = next;
   }
-  return true;
+  return ran;  // false: a waiter retracted it, and this queue entry ran nothing
 }
 
 constinit thread_local running_frame* innermost_running = nullptr;

@@ -565,7 +565,8 @@ TEST_CASE("taskgraph: a game-thread task the game thread waits for is retracted 
   second->wait(named_threads::game_thread);
   CHECK(order == std::vector<int>{2});  // taken out of the queue and run here
   CHECK_FALSE(first->is_complete());
-  graph.process_thread_until_idle(named_threads::game_thread);  // the retracted one's queue entry runs nothing
+  // The retracted one's queue entry runs nothing, and is not counted.
+  CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
   CHECK(order == std::vector<int>{2, 1});
 }
 
@@ -1043,6 +1044,75 @@ TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in th
     graph.wait_until_tasks_complete(all, named_threads::game_thread);
     CHECK(out_of_order == 0);
     for (int s = 0; s < senders; ++s) CHECK(last[static_cast<std::size_t>(s)] == per_sender - 1);
+  }
+}
+
+// holds_until_gate is a game-thread graph task that holds its completion back until `gate`.
+struct holds_until_gate {
+  graph_event_ref gate;
+  std::atomic<int>* runs;
+  named_threads::type get_desired_thread() const { return named_threads::game_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type, const graph_event_ref& self) {
+    self->dont_complete_until(gate);
+    runs->fetch_add(1);
+  }
+};
+
+TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts only what ran") {
+  // The gate opens at once (the wait's brief look sees it) or later (the wait processes
+  // the game thread's queue until its return task).
+  for (unsigned workers : test::worker_counts) {
+    for (int delay_us : {0, 5000}) {
+      CAPTURE(workers);
+      CAPTURE(delay_us);
+      no_leaks leaks;
+      diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      attached_as game(pool, named_thread::game);
+      SUBCASE("a game-thread task held back by dont_complete_until") {
+        std::atomic<int> runs{0};
+        graph_event_ref gate = graph_event::create_graph_event();
+        graph_event_ref held = graph_task<holds_until_gate>::create_task().construct_and_dispatch_when_ready(gate, &runs);
+        std::thread opener([&] {
+          while (runs.load() == 0) std::this_thread::yield();
+          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+          gate->dispatch_subsequents();
+        });
+        graph.wait_until_task_completes(held, named_threads::game_thread);
+        opener.join();
+        CHECK(held->is_complete());
+        CHECK(runs.load() == 1);
+      }
+      SUBCASE("events done and pending") {
+        graph_event_array mixed;
+        std::vector<graph_event_ref> pending;
+        for (int i = 0; i < 6; ++i) {
+          graph_event_ref event = graph_event::create_graph_event();
+          if (i % 2 == 0) {
+            event->dispatch_subsequents();
+          } else {
+            pending.push_back(event);
+          }
+          mixed.add(event);
+        }
+        std::thread dispatcher([&] {
+          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+          for (graph_event_ref& each : pending) each->dispatch_subsequents();
+        });
+        graph.wait_until_tasks_complete(mixed, named_threads::game_thread);
+        dispatcher.join();
+        for (const graph_event_ref& each : mixed) CHECK(each->is_complete());
+      }
+      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 0);
+      std::atomic<int> later_runs{0};
+      function_graph_task::create_and_dispatch_when_ready([&] { ++later_runs; }, "later", nullptr,
+                                                          named_threads::game_thread);
+      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
+      CHECK(later_runs.load() == 1);
+      CHECK(recorder.count() == 0);
+    }
   }
 }
 

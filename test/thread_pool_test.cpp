@@ -235,6 +235,32 @@ TEST_CASE("thread_pool: a second destroy while the first joins returns only afte
   CHECK(pool.get_num_threads() == 0);
 }
 
+TEST_CASE("thread_pool: create from one of the pool's own threads is reported, also while a destroy joins it") {
+  diagnostic_recorder recorder;
+  queued_thread_pool pool;
+  REQUIRE(pool.create(1));
+  gate held;
+  std::atomic<bool> holding{false};
+  std::atomic<int> created{-1};
+  counted_work work([&] {
+    holding = true;
+    held.pass();
+    created = pool.create(1) ? 1 : 0;  // the destroy below joins this very thread meanwhile
+  });
+  counted_work queued;
+  pool.add_queued_work(&work);
+  wait_for([&] { return holding.load(); });
+  pool.add_queued_work(&queued);
+  std::thread destroyer([&] { pool.destroy(); });
+  wait_for([&] { return queued.abandoned.load() == 1; });
+  held.open();
+  destroyer.join();
+  CHECK(created.load() == 0);
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].message.find("create called from one of its own threads") != std::string::npos);
+  CHECK(pool.get_num_threads() == 0);
+}
+
 TEST_CASE("thread_pool stress: a pool destroyed by one of its own threads is reported and left running, its state untouched" *
           doctest::test_suite("stress")) {
   for (int round = 0; round < 5 * test::stress_repeat(); ++round) {

@@ -67,6 +67,13 @@ struct queued_thread_pool::state {
     return false;
   }
 
+  // runs_on_this_thread says whether the caller (holding the mutex) is one of the pool's
+  // threads, running or being joined.
+  bool runs_on_this_thread() const {
+    pthread_t self = pthread_self();
+    return std::any_of(threads.begin(), threads.end(), [self](pthread_t each) { return pthread_equal(each, self) != 0; });
+  }
+
   // claim_wake says whether the caller (holding the mutex) should wake a parked thread.
   bool claim_wake() {
     if (idle == 0 || wake_pending) return false;
@@ -135,6 +142,12 @@ bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const 
     return false;
   }
   std::unique_lock lock(state_->mutex);
+  if (state_->runs_on_this_thread()) {  // running, or being joined: waiting for the join would never end
+    std::string running_name = state_->name;
+    lock.unlock();
+    report(diagnostic_kind::misuse, "queued_thread_pool '" + running_name + "': create called from one of its own threads");
+    return false;
+  }
   state_->joined.wait(lock, [this] { return !state_->joining; });  // a destroy's threads are gone first
   if (state_->running) {
     std::string running_name = state_->name;
@@ -172,15 +185,12 @@ bool queued_thread_pool::stop_and_join(const char* operation) {
   std::vector<pthread_t> threads;
   {
     std::unique_lock lock(pool->mutex);
-    pthread_t self = pthread_self();
-    for (pthread_t each : pool->threads) {
-      if (pthread_equal(each, self) != 0) {
-        std::string name = pool->name;
-        lock.unlock();
-        report(diagnostic_kind::misuse, "queued_thread_pool '" + name + "': " + operation +
-                                            " called from one of its own threads; ignored (the pool runs on)");
-        return false;
-      }
+    if (pool->runs_on_this_thread()) {
+      std::string name = pool->name;
+      lock.unlock();
+      report(diagnostic_kind::misuse, "queued_thread_pool '" + name + "': " + operation +
+                                          " called from one of its own threads; ignored (the pool runs on)");
+      return false;
     }
     if (!pool->running) {
       // Another destroy may be joining: return after it, as Unreal's Destroy does.

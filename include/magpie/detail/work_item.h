@@ -24,8 +24,8 @@ enum class work_action : std::uint8_t {
 // work_item is an intrusive header: derive from it and set `handler`.
 struct work_item {
   // handler runs or discards `self`; it must not throw. It returns whether it did
-  // something: false only when discarding work that already ran another way (a task a
-  // waiting thread retracted), so that there is nothing to report.
+  // something: false only when the work already ran another way (a task a waiting thread
+  // retracted), so that there is nothing to report, or to count as run.
   using handler_fn = bool (*)(work_item* self, work_action action) noexcept;
 
   handler_fn handler = nullptr;
