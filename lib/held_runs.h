@@ -6,14 +6,14 @@
 // join) or blocks (anything in a blocking_scope: waits, joins, pipes) may need one of them
 // to go on: a body spinning on try_run_one for a flag a later entry sets, a join whose
 // child lies later in the run, an event a later entry triggers while a helping thread
-// stands by to run it (a review found each hanging). So before this thread helps or
+// stands by to run it (each hangs while the entry stays hidden). So before this thread helps or
 // blocks, spill_held_runs puts every entry not yet begun back on the deque it came from,
 // where workers and helpers steal and this thread pops: below what the bodies pushed since
 // the run was taken (a join pops its own child only while it is the newest entry: on top
-// of it, a later task of the run would be helped, nested inside the body it waits for; a
-// review found that hanging). The deque's low water (the lowest its end has been since the
+// of it, a later task of the run would be helped, nested inside the body it waits for, and
+// hang). The deque's low water (the lowest its end has been since the
 // run was taken) says where that begins: a body may pop below the end the run left, then
-// push there (a later review found the end alone too high). The entries put back may still
+// push there (so the end alone can lie above that push). The entries put back may still
 // lie above entries newer than the run, where it was taken from the oldest end: until this
 // thread's last wait_all in progress returns, its waits run only their own tasks
 // (spilled_in_wait_all).

@@ -269,7 +269,7 @@ TEST_CASE("task_group: a run() that finds no memory to grow the deque throws and
     }
     fail_here = false;
     CHECK(threw == 2);
-    group.wait();  // without the fix: waits for ever for children never queued
+    group.wait();  // a run() that threw must not be counted, or this waits for ever for it
   }
   pool.detach();
   CHECK(count == 256);

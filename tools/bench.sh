@@ -5,10 +5,10 @@
 # game frame on the tick manager), then the micro-benchmarks of the lock-free parts. JSON lines go to bench/results/run-<stamp>.jsonl, the chart beside them.
 #   tools/bench.sh            full sizes, 3 rounds of 3 timed runs each; the systems take
 #                             turns round by round, and the table shows the median round
-#   tools/bench.sh --quick    smaller sizes, 1 round of 5 runs: about a minute on 2 cores
+#   tools/bench.sh --quick    smaller sizes, 1 round of 5 runs
 #   tools/bench.sh --rounds N rounds of turns (a busy host slows one round, not a system)
 #   tools/bench.sh --threads 1 4 8 16    thread counts other than 1 and all
-#   tools/bench.sh --sweep --only fork_join   every fork-join size DESIGN §7 names (fib 30–35,
+#   tools/bench.sh --sweep --only fork_join   three sizes per fork-join workload (fib 30–35,
 #                                        skynet 10^6–10^8, nqueens 12–14, matmul 512–2048; the
 #                                        other suites' shapes: nqueens_board 12–14, integrate
 #                                        ~10^7–10^8 calls, matmul_quadrants 128–1024), 3 runs

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders one run's benchmark JSON lines into a PNG chart (matplotlib, no display).
 
-A horizontal dot plot sized for the README (about 900 px wide): one line per workload,
+A horizontal dot plot about 900 px wide, sized for a Markdown page: one line per workload,
 labelled with its name and size, and one dot per peer at the ratio magpie / peer on a log
 axis, so left of the line at 1 is magpie ahead. One panel per thread count, side by side
 (1 and all hardware threads by default: every count in the file). A workload measured at
@@ -67,7 +67,7 @@ def main():
     low = 10 ** math.floor(math.log10(min(ratios + [0.5])))
     high = 10 ** math.ceil(math.log10(max(ratios + [2.0])))
 
-    # 9 inches at 100 dpi: the README's width; a line per workload keeps labels at 8 pt.
+    # 9 inches at 100 dpi: a Markdown page's width; a line per workload keeps labels at 8 pt.
     figure, axes = plt.subplots(1, len(thread_counts), figsize=(9, 1.2 + 0.19 * len(shown)), sharey=True, squeeze=False)
     positions = list(range(len(shown)))
     for axis, threads in zip(axes[0], thread_counts):

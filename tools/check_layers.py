@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Layer check: the clients (lib/clients/) and the compatibility layer (lib/compat/) are
-built on magpie's public headers alone, as any user's code would be (DESIGN §1).
+built on magpie's public headers alone, as any user's code would be.
 
 A file in one of those folders fails the check when it includes
   * a private header of the public tree:   <magpie/detail/...> or "magpie/detail/..."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per task of issue 30's moonshot shapes (one task at a time, a chain hop, a
+# Instructions per task of three shapes (one task at a time, a chain hop, a
 # fib call), counted by callgrind over each shape's `measured_<shape>` function alone
 # (bench/per_task/magpie.cpp), beside the native time per task of the same program and the
 # serializing instructions per task among them (locked read-modify-writes, xchg with

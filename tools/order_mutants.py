@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Memory-order mutation sweep (issue 29).
+"""Memory-order mutation sweep.
 
 For every atomic operation with an explicit order in the lock-free parts, makes one
 mutant per one-step weakening of an order (seq_cst -> acquire / release / acq_rel,
@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The lock-free parts, in sweep priority order (issue 29): templates with models first.
+# The lock-free parts, in sweep priority order: templates with models first.
 SCOPE = [
     "include/magpie/detail/deque.h",
     "include/magpie/detail/event_count.h",

@@ -30,7 +30,7 @@ struct options {
   std::vector<unsigned> threads;  // "N threads" = N − 1 workers + the calling thread
   int runs = 5;
   bool quick = false;
-  bool sweep = false;         // every size DESIGN §7 names (fork_join), not one per workload
+  bool sweep = false;         // three sizes per fork_join workload, not one
   double sweep_cap_s = 4.0;   // in a sweep, skip a size whose predicted run takes longer
   std::string json_path;
   std::string git = "unknown";
@@ -39,8 +39,8 @@ struct options {
 
 // pin_allocator makes glibc's malloc keep the memory a run frees (no trimming of the heap
 // top, no mmap for big blocks) for every system alike: otherwise each run's teardown hands
-// pages back and the next run pays page faults for them, which made a first measurement
-// (oneTBB's flow graphs at one thread) up to 4× slower than the same one repeated.
+// pages back and the next run pays page faults for them, so a first measurement would read
+// slower than the same one repeated.
 // reset_peak_rss() trims once, outside the timed window, so peak memory stays attributable.
 inline void pin_allocator() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
@@ -54,8 +54,8 @@ inline options parse(int argc, char** argv, const std::string& description) {
   CLI::App app(description);
   app.add_option("--threads", chosen.threads, "thread counts (default: 1 and all hardware threads)");
   app.add_option("--runs", chosen.runs, "timed runs after >= 50 ms of warm-up (median reported)")->check(CLI::PositiveNumber);
-  app.add_flag("--quick", chosen.quick, "smaller sizes, for the README's main job");
-  app.add_flag("--sweep", chosen.sweep, "every size DESIGN §7 names (fork_join; other workloads ignore it)");
+  app.add_flag("--quick", chosen.quick, "smaller sizes, for a quick look");
+  app.add_flag("--sweep", chosen.sweep, "three sizes per fork_join workload (other workloads ignore it)");
   app.add_option("--sweep-cap", chosen.sweep_cap_s,
                  "in a sweep, skip a size whose run is predicted (from the size before) to take longer, seconds")
       ->check(CLI::PositiveNumber);

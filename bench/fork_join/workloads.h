@@ -30,8 +30,8 @@ inline void check(bool right, const std::string& what) {
 // `noipa` keeps it an opaque call even under link-time optimisation: seen as a pure
 // function, the serial baseline's repeated calls were hoisted out of the timed runs. The
 // 64-byte alignment gives it the same placement in every executable: fib with a cut-off
-// runs mostly this function, and moving it within a cache line moved the serial time by
-// up to 10 %.
+// runs mostly this function, and its placement within a cache line changes the serial
+// time.
 #if defined(__clang__)
 #define WORKLOADS_OPAQUE __attribute__((noinline, aligned(64)))
 #else
@@ -94,8 +94,8 @@ inline long nqueens_answer(int n) {
 
 // matmul_row computes row i of C = A × B (n × n, row-major). It is opaque, like
 // serial_fib, so that every system runs the same machine code: inlined into each system's
-// loop body, GCC vectorised it differently per executable (oneTBB's one-thread loop ran 30 %
-// slower than the serial one), and the kernel's code, not the scheduler, set the ratio.
+// loop body, GCC vectorises it differently per executable, and the kernel's code, not the
+// scheduler, would set the ratio.
 WORKLOADS_OPAQUE inline void matmul_row(const double* __restrict a, const double* __restrict b,
                                         double* __restrict c, std::size_t n, std::size_t i) {
   double* row = c + i * n;
@@ -142,10 +142,10 @@ long mandelbrot(std::size_t width) {
   return total;
 }
 
-// reduce_term is the compute-bound map of the reduce workload (~10-20 ns: a square root
-// and a sine), the kind of per-element work a parallel reduction is worth it for. Opaque
-// for the reason matmul_row is: inlined, the serial baseline's loop ran 1.5× slower than
-// the parallel systems' one-thread loops.
+// reduce_term is the compute-bound map of the reduce workload (a square root and a
+// sine), the kind of per-element work a parallel reduction is worth it for. Opaque
+// for the reason matmul_row is: inlined, the serial baseline's loop and the parallel
+// systems' one-thread loops would be compiled differently.
 WORKLOADS_OPAQUE inline double reduce_term(std::size_t i) {
   double x = static_cast<double>(i);
   return std::sqrt(x) * std::sin(x * 1e-3);

@@ -1,4 +1,4 @@
-// The graph workloads (DESIGN §7 "prerequisites at scale"), written once over a DAG given
+// The graph workloads (prerequisites at scale), written once over a DAG given
 // as predecessor lists, so that every system builds and runs the same graph:
 //   binary_tree   a complete binary tree, each node after its parent (Taskflow's
 //                 binary_tree: fan-out, one prerequisite per task)

@@ -1,4 +1,4 @@
-// The moonshot shapes of issue 30 in isolation, for instruction counts: one task at a time
+// Three per-task shapes in isolation, for instruction counts: one task at a time
 // (launch, run, wait, release), a chain hop (the chain built first, then run), and fib's
 // spawn-join per call, each on one thread (--threads N adds N − 1 workers), attached unless
 // --unattached. Every shape runs in a function of its
@@ -72,7 +72,7 @@ std::pair<double, std::size_t> run_once(magpie::scheduler& pool, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"magpie per-task costs of the moonshot shapes, one attached thread"};
+  CLI::App app{"magpie per-task costs of three shapes, one attached thread"};
   std::string shape = "one_at_a_time";
   std::size_t tasks = 1u << 16;
   int runs = 5;

@@ -1,4 +1,4 @@
-// The compatibility layer's cost (issue 26): TaskGraph function tasks one at a time and in
+// The compatibility layer's cost: TaskGraph function tasks one at a time and in
 // a batch, and a graph-task chain, each timed in pairs against magpie's own launch doing
 // the same (the *_over_launch rows are that ratio); a future `next` chain; an async_pool
 // round trip and queued-thread-pool throughput. Peers: bench/taskgraph/tbb.cpp (task_group

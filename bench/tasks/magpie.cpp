@@ -1,4 +1,4 @@
-// Task-model workloads on magpie (DESIGN §7): empty tasks one at a time and in a batch,
+// Task-model workloads on magpie (docs/benchmarks.md, "Workloads"): empty tasks one at a time and in a batch,
 // UE's launch-wait latency, 10k tasks released by one event, a linear chain (build and
 // run timed apart). Peer: bench/tasks/tbb.cpp. "N threads" = N − 1 workers + this thread,
 // attached as the game thread.

@@ -1,7 +1,7 @@
 // Task-model workloads on Taskflow (v4, header-only, found through the taskflow_dir
 // option; never vendored). Peer of bench/tasks/magpie.cpp and bench/tasks/tbb.cpp.
 //
-// "N threads" = a tf::Executor of N workers (DESIGN §7). Taskflow's calling thread cannot
+// "N threads" = a tf::Executor of N workers (docs/benchmarks.md, "Systems"). Taskflow's calling thread cannot
 // take part in the work, and a tf::TaskGroup can only be made by a worker, so the
 // workloads that launch-and-wait (empty tasks, latency) run their loop inside one driver
 // task on a worker and join with TaskGroup::corun — Taskflow v4's own fork-join path,

@@ -231,7 +231,8 @@ coro_promise_base& as_magpie_promise(std::coroutine_handle<Promise> frame) noexc
 // task_awaiter waits for a task from a coroutine. It keeps the awaited handle by
 // reference: the operand of a co_await, a named handle or a temporary of the full
 // expression, outlives the suspension, and a copy would cost two locked read-modify-writes
-// of the task's count on every co_await (a completed task's took 16 ns, 2.2 without).
+// of the task's count on every co_await, where awaiting a completed task by reference is a
+// load and a branch.
 template <class R>
 class task_awaiter {
  public:

@@ -1,4 +1,4 @@
-// Layer 3 — the task object behind every handle (DESIGN §3).
+// Layer 3 — the task object behind every handle (docs/tasks.md, "The state machine").
 //
 // A task is a work_item (so the scheduler can queue it) plus:
 //   * `state`: the num_locks word (detail/task_state.h) — launch lock, prerequisites,

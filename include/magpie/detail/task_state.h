@@ -1,4 +1,4 @@
-// Layer 1 — the `num_locks` word at the heart of a task (DESIGN §3).
+// Layer 1 — the `num_locks` word at the heart of a task (docs/memory_orders.md).
 //
 // Before execution the low bits count locks: 1 launch lock from creation, plus one per
 // unfinished prerequisite. Whoever removes the last lock makes the task ready (and
