@@ -767,9 +767,14 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     } clear_waiter{own_queues};
     auto key = events.prepare_wait();
     bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
-    if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here()) ||
-        (own_queues != nullptr && own_queues->has_work_to_run())) {
+    if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
       events.cancel_wait();
+      continue;
+    }
+    if (own_queues != nullptr && own_queues->has_work_to_run()) {
+      events.cancel_wait();
+      // Run here even when help did not look (the task's scheduler is gone): else this loops.
+      this_thread_context().owner->run_one_named_item(static_cast<std::uint32_t>(this_thread_context().named));
       continue;
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
