@@ -42,6 +42,7 @@ std::string_view to_string(diagnostic_kind kind) noexcept {
     case diagnostic_kind::limit_reached: return "limit reached";
     case diagnostic_kind::never_ran: return "never ran";
     case diagnostic_kind::unhandled_exception: return "unhandled exception";
+    case diagnostic_kind::stalled: return "stalled";
   }
   return "unknown";
 }

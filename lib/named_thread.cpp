@@ -7,13 +7,13 @@
 
 #include <magpie/diagnostics.h>
 
+#include <sstream>
 #include <string>
+#include <thread>
 
 namespace magpie {
 
-namespace {
-
-std::string thread_name(std::uint32_t index) {
+std::string named_thread_name(std::uint32_t index) {
   switch (index) {
     case 0: return "game";
     case 1: return "render";
@@ -22,6 +22,23 @@ std::string thread_name(std::uint32_t index) {
     default: return "user " + std::to_string(index - 4);
   }
 }
+
+std::string calling_thread_name() {
+  const thread_context& context = this_thread_context();
+  if (context.named >= 0) return "the " + named_thread_name(static_cast<std::uint32_t>(context.named)) + " thread";
+  if (context.self != nullptr) {
+    return std::string(context.self->standby ? "standby " : "") +
+           (context.self->kind == worker_kind::background ? "background worker " : "worker ") +
+           std::to_string(context.self->index);
+  }
+  std::ostringstream id;
+  id << std::this_thread::get_id();
+  return "thread " + id.str();
+}
+
+namespace {
+
+std::string thread_name(std::uint32_t index) { return named_thread_name(index); }
 
 std::string queue_name(std::uint32_t index, thread_queue queue) {
   return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
@@ -91,6 +108,9 @@ void scheduler::schedule(detail::work_item* item, named_thread thread, thread_qu
   detail::chaos::point(detail::chaos::site::named_queue);
   (high_priority ? target.high : target.normal).push(item);
   state.wake.notify_one();
+  // relaxed: after notify_one's seq_cst fence, against the waiter's store of it before its
+  // prepare_wait and re-check of the queues (Dekker): it sees the item, or we see it
+  if (detail::event_count<>* waiter = state.blocked_waiter.load(std::memory_order_relaxed)) waiter->notify_all();
 }
 
 void scheduler::attach(named_thread thread) {

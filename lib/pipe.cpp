@@ -43,6 +43,7 @@ bool pipe::is_in_context() const noexcept { return detail::current_pipe() == thi
 
 bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept {
   detail::no_worker_nap nap;
+  stall_watch watch;  // armed only once the wait is about to block
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with task_finished's decrement
     if (count_of(word) == 0) {
@@ -54,12 +55,15 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     // task lives its slot is not reused (it is retired), and then its tasks complete on the
     // thread that readies them, which wakes us: there is nothing to help with.
     bool napping = false;  // see the block below
+    std::chrono::milliseconds stall_after{0};
     {
       scheduler_pin pin(owner_slot_);  // never held while blocked
+      if (scheduler::impl* pool = pin.get()) stall_after = pool->stall_after;
       if (scheduler::impl* pool = pin.get(); pool != nullptr && pool->workers.empty()) {
         // Nobody else runs the tasks. Not from inside a body: see detail::help (task_wait.cpp).
         if (detail::innermost_running == nullptr && pool->facade.try_run_one()) {
           nap.helped();
+          watch.progressed();
           continue;
         }
         napping = true;
@@ -77,15 +81,27 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     // Without workers the block is a nap, and the loop helps after it: a piped task's
     // prerequisite may be made ready by another thread that then goes away
     // (detail::no_worker_nap).
-    if (deadline == nullptr && !napping) {
-      detail::std_atomics::wait(unfinished_, word | sleeper_bit);
-      continue;
-    }
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
+    left = std::min(left, watch.limit(stall_after, now));
+    if (left == std::chrono::nanoseconds::max()) {
+      detail::std_atomics::wait(unfinished_, word | sleeper_bit);
+      continue;
+    }
     detail::std_atomics::wait_for(unfinished_, word | sleeper_bit, left.count());
+    auto after = std::chrono::steady_clock::now();
+    if (watch.due(stall_after, after)) report_stalled(watch.waited_ms(after));
   }
+}
+
+void pipe::report_stalled(long long waited_ms) const noexcept {
+  report(diagnostic_kind::stalled,
+         std::string("pipe '") + name_ + "' waited for on " + calling_thread_name() + " still has " +
+             // relaxed: a sample for the report
+             std::to_string(count_of(unfinished_.load(std::memory_order_relaxed))) + " unfinished tasks after " +
+             std::to_string(waited_ms) + " ms; the wait goes on",
+         severity::warning);
 }
 
 namespace detail {

@@ -268,6 +268,10 @@ scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
       options(std::move(chosen)),
       // The background workers are a part of the workers, the last ones.
       foreground_count(options.workers - std::min<unsigned>(options.background_workers, options.workers)) {
+  stall_after = options.stall_report_after;
+  if (const char* text = std::getenv("MAGPIE_STALL_REPORT_MS"); text != nullptr && *text != '\0') {
+    stall_after = std::chrono::milliseconds(std::strtoll(text, nullptr, 10));
+  }
   // Before any of its tasks exists: their completions' barriers depend on it.
   detail::std_atomics::enable_asymmetric_barriers();
   unsigned total = options.workers;
@@ -753,8 +757,12 @@ void scheduler::impl::shutdown() {
 void scheduler::impl::drain_until_quiescent() {
   // Run what is queued on this thread too (the only way with zero workers), then wait
   // until every worker is parked with nothing left anywhere.
+  stall_watch watch;
   for (;;) {
-    while (work_item* item = find_work_as_helper()) execute(item, nullptr);
+    while (work_item* item = find_work_as_helper()) {
+      execute(item, nullptr);
+      watch.progressed();
+    }
     auto key = parking_news.prepare_wait();
     if (quiescent()) {
       parking_news.cancel_wait();
@@ -770,8 +778,31 @@ void scheduler::impl::drain_until_quiescent() {
       parking_news.cancel_wait();
       continue;
     }
-    parking_news.commit_wait(key);
+    // Armed only here, about to block: a drain that is waiting for a worker still running
+    // something (a body that waits for what comes after this destructor) is reported once.
+    auto now = stall_watch::clock::now();
+    std::chrono::nanoseconds limit = watch.limit(stall_after, now);
+    if (limit == std::chrono::nanoseconds::max()) {
+      parking_news.commit_wait(key);
+    } else if (!parking_news.commit_wait_for(key, limit) && watch.due(stall_after, stall_watch::clock::now())) {
+      report_stalled_drain(watch.waited_ms(stall_watch::clock::now()));
+    }
   }
+}
+
+void scheduler::impl::report_stalled_drain(long long waited_ms) {
+  // relaxed: a sample for the report
+  unsigned parked_now = static_cast<unsigned>(parked.load(std::memory_order_relaxed) & parked_mask);
+  unsigned threads = static_cast<unsigned>(workers.size()) +
+                     standby[0].created.load(std::memory_order_relaxed) +  // relaxed: as above
+                     standby[1].created.load(std::memory_order_relaxed);   // relaxed: as above
+  report(diagnostic_kind::stalled,
+         "scheduler: shutdown on " + calling_thread_name() + " has waited " + std::to_string(waited_ms) +
+             " ms for its workers to finish what they run (" + std::to_string(threads - parked_now) + " of " +
+             std::to_string(threads) + " still busy, " + std::to_string(detail::live_tasks_naming(slot.index())) +
+             " of its tasks alive): a task body may be waiting for something that happens only after the "
+             "scheduler is destroyed",
+         severity::warning);
 }
 
 // --- the facade ---------------------------------------------------------------------

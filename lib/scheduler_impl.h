@@ -8,11 +8,13 @@
 #include <magpie/detail/thread_context.h>
 #include <magpie/scheduler.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -97,6 +99,65 @@ struct named_thread_state {
   detail::event_count<> wake;
   std::atomic<bool> attached{false};
   detail::work_stealing_deque<work_item*> deque;
+  // blocked_waiter is the event count the attached thread is blocked on inside a wait (else
+  // nullptr): a send to its queues wakes it there too, since its wait runs its queues'
+  // work (lib/task_wait.cpp). Event counts waited on are never freed.
+  std::atomic<detail::event_count<>*> blocked_waiter{nullptr};
+
+  // has_work_to_run says whether a queue the attached thread is not already processing
+  // holds work. On that thread only (it alone sets `processing`).
+  bool has_work_to_run() const noexcept {
+    for (const named_queue& each : queues) {
+      // relaxed: this thread's own flag
+      if (!each.processing.load(std::memory_order_relaxed) && (!each.high.looks_empty() || !each.normal.looks_empty())) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// named_thread_name names named thread `index` in reports: "game", "user 3".
+std::string named_thread_name(std::uint32_t index);
+
+// calling_thread_name names the calling thread in reports: "the game thread", "worker 2",
+// "thread 140213" (a thread of no scheduler).
+std::string calling_thread_name();
+
+// stall_watch reports a blocking wait that has made no progress for a while
+// (scheduler_options::stall_report_after), once. It arms when its owner is about to block,
+// so a wait that never blocks never reads the clock for it.
+class stall_watch {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // limit is how long the coming block may last before the watch must look: until `after`
+  // has passed since it armed (this call arms it); no limit when off or already reported.
+  std::chrono::nanoseconds limit(std::chrono::milliseconds after, clock::time_point now) noexcept {
+    if (after.count() <= 0 || reported_) return std::chrono::nanoseconds::max();
+    if (!armed_) {
+      armed_ = true;
+      since_ = now;
+    }
+    return std::max(std::chrono::nanoseconds::zero(), std::chrono::nanoseconds(since_ + after - now));
+  }
+  // due says, once, that `after` has passed since the watch armed.
+  bool due(std::chrono::milliseconds after, clock::time_point now) noexcept {
+    if (after.count() <= 0 || reported_ || !armed_ || now - since_ < after) return false;
+    reported_ = true;
+    return true;
+  }
+  // progressed disarms the watch: the wait moved (ran something), the clock starts again.
+  void progressed() noexcept { armed_ = false; }
+  // waited is how long the stall has lasted at `now`, in whole milliseconds.
+  long long waited_ms(clock::time_point now) const noexcept {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - since_).count();
+  }
+
+ private:
+  bool armed_ = false;
+  bool reported_ = false;
+  clock::time_point since_{};
 };
 
 using detail::current_thread_context;
@@ -257,6 +318,7 @@ struct scheduler::impl {
   void start_standby(standby_pool& pool);
   bool quiescent() const;
   void drain_until_quiescent();
+  void report_stalled_drain(long long waited_ms);
   void park_state_change(std::int64_t parked_delta);
   bool accepts_from_this_thread() const;
   // own_deque is the deque the calling thread pushes its normal work to: a worker's own, an
@@ -282,6 +344,8 @@ struct scheduler::impl {
 
   scheduler& facade;
   scheduler_options options;
+  // options.stall_report_after, or MAGPIE_STALL_REPORT_MS from the environment.
+  std::chrono::milliseconds stall_after{0};
   std::vector<std::unique_ptr<worker>> workers;  // foreground first, then background; fixed after start
   unsigned foreground_count = 0;
   std::array<counted_queue, priority_count> injection;

@@ -67,8 +67,12 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 bool help(const task_base* task, scheduler::impl* owner) noexcept {
   spill_held_runs();  // what this thread holds aside is work to find too (lib/held_runs.h)
   const thread_context& context = this_thread_context();
+  // A named thread's wait keeps running its own queues (never one it is processing already):
+  // work only it may run (a task bound to it, a coroutine resuming on it) may be what the
+  // wait needs, directly or through what it waits for. Its scheduler lives: it is attached.
+  if (context.named >= 0 && context.owner->run_one_named_item(static_cast<std::uint32_t>(context.named))) return true;
   if (task->target != target_none && context.owner == owner && context.named == static_cast<int>(task->target >> 2u)) {
-    return owner->run_one_named_item(task->target >> 2u);
+    return false;
   }
   if (owner->workers.empty() && innermost_running == nullptr) return owner->facade.try_run_one();
   if (last_thread_standing(owner)) return owner->facade.try_run_one();
@@ -513,6 +517,106 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   return run_taken_back_and_trim(task, depth, through, finish_open, lent, pin.get());
 }
 
+// unattached_grace is how long a wait that needs a named thread no thread has attached
+// blocks before it says so: long enough for a thread being started to attach meanwhile.
+constexpr std::chrono::milliseconds unattached_grace{100};
+// unattached_relook is how often a blocked wait that needed no unattached named thread
+// looks again: a blocked waiter wakes that often, for a look of a few loads.
+constexpr std::chrono::milliseconds unattached_relook{1000};
+
+// unattached_named_thread is a named thread of `owner` that no thread has attached and whose
+// work the wait for `task` may need: the one it is bound to, or (for a task bound to none)
+// one with work queued (a coroutine's resumption there, say); -1 if none.
+int unattached_named_thread(const task_base* task, const scheduler::impl& owner) noexcept {
+  // acquire, all: pairs with attach's exchange (a thread attached since is seen attached);
+  // a stale look only delays the report by one grace period
+  if (task->target != target_none) {
+    auto index = task->target >> 2u;
+    return owner.named[index].attached.load(std::memory_order_acquire) ? -1 : static_cast<int>(index);
+  }
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    const named_thread_state& state = owner.named[index];
+    if (state.attached.load(std::memory_order_acquire)) continue;
+    for (const named_queue& each : state.queues) {
+      if (!each.high.looks_empty() || !each.normal.looks_empty()) return static_cast<int>(index);
+    }
+  }
+  return -1;
+}
+
+// unattached_look follows, over one wait, whether it needs a named thread that no thread
+// has attached, and reports it once the need has lasted unattached_grace.
+class unattached_look {
+ public:
+  // look says how long the coming block may last before the next look (max: no need seen).
+  std::chrono::nanoseconds look(const task_base* task, stall_watch::clock::time_point now) noexcept {
+    if (reported_) return std::chrono::nanoseconds::max();
+    if (now < next_look_) return next_look_ - now;
+    int index = -1;
+    {
+      scheduler_pin pin(task->owner_index);  // never held while blocked
+      if (pin.get() != nullptr) index = unattached_named_thread(task, *pin.get());
+    }
+    // No need seen: look again after a while (work may be queued there while this blocks,
+    // and nothing wakes it for that). A new need starts its grace now.
+    std::chrono::nanoseconds next = index < 0 ? std::chrono::nanoseconds(unattached_relook) : unattached_grace;
+    if (index < 0 || index != index_) {
+      index_ = index;
+      since_ = now;
+      next_look_ = now + next;
+      return next;
+    }
+    if (now - since_ < unattached_grace) {
+      next_look_ = since_ + unattached_grace;
+      return next_look_ - now;
+    }
+    reported_ = true;
+    report_unattached(task, static_cast<std::uint32_t>(index));
+    return std::chrono::nanoseconds::max();
+  }
+
+ private:
+  [[gnu::cold, gnu::noinline]] static void report_unattached(const task_base* task, std::uint32_t index) {
+    std::string thread = named_thread_name(index);
+    if (task->target != target_none) {
+      report(diagnostic_kind::misuse,
+             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() + ", but it runs only on the " +
+                 thread + " thread, which no thread has attached: the wait goes on until a thread attaches as " + thread +
+                 " and runs its queue",
+             severity::warning);
+    } else {
+      report(diagnostic_kind::misuse,
+             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() +
+                 " while work is queued on the " + thread + " thread, which no thread has attached: if the task needs "
+                 "it (a coroutine resuming there), the wait goes on until a thread attaches as " + thread +
+                 " and runs its queue",
+             severity::warning);
+    }
+  }
+
+  bool reported_ = false;
+  int index_ = -1;
+  stall_watch::clock::time_point since_{};
+  stall_watch::clock::time_point next_look_{};
+};
+
+// report_stalled_wait reports a wait for `task` that has blocked `waited_ms` without it
+// completing (scheduler_options::stall_report_after).
+[[gnu::cold, gnu::noinline]] void report_stalled_wait(const task_base* task, long long waited_ms) noexcept {
+  std::string bound = task->target != target_none ? " (it runs on the " + named_thread_name(task->target >> 2u) + " thread)" : "";
+  report(diagnostic_kind::stalled,
+         std::string("task '") + task->name + "'" + bound + " waited for on " + calling_thread_name() +
+             " has not completed after " + std::to_string(waited_ms) + " ms; the wait goes on",
+         severity::warning);
+}
+
+// named_queues_of_caller is the named-thread state of the calling thread when it is attached
+// (its wait runs its queues' work, and a send there must wake it), else nullptr.
+named_thread_state* named_queues_of_caller() noexcept {
+  const thread_context& context = this_thread_context();
+  return context.named >= 0 ? &context.owner->named[static_cast<std::size_t>(context.named)] : nullptr;
+}
+
 }  // namespace
 
 event_count<>& waiters_of(const void* task) noexcept {
@@ -610,6 +714,8 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   held_reference hold(launch_order ? task : nullptr);
   if (launch_order) through = nullptr;
   no_worker_nap nap;  // see the block below
+  stall_watch watch;  // armed only once the wait is about to block
+  unattached_look unattached;
   for (;;) {
     if (launch_order) {
       bool ran_any = false;
@@ -624,13 +730,16 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     if (through != nullptr && *through != task) return true;
     if (task->is_completed()) return true;
     bool napping = false;  // see the block below
+    std::chrono::milliseconds stall_after{0};
     {
       scheduler_pin pin(task->owner_index);  // never held while blocked
       if (scheduler::impl* owner = pin.get()) {
         if (help(task, owner)) {
           nap.helped();
+          watch.progressed();
           continue;
         }
+        stall_after = owner->stall_after;
         // Without workers, or as the last thread standing, the block is a nap and the loop
         // helps after it.
         napping = owner->workers.empty() || last_thread_standing(owner);
@@ -646,10 +755,26 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // re-check pairs with their "change state, then look for the flag".
     task->set_flag(has_waiter);
     event_count<>& events = waiters_of(task);
+    // An attached thread's wait runs its queues' work: a send there wakes it (named_thread.cpp).
+    named_thread_state* own_queues = named_queues_of_caller();
+    // seq_cst: Dekker with a sender's push, fence and load of it, through prepare_wait's fence
+    if (own_queues != nullptr) own_queues->blocked_waiter.store(&events, std::memory_order_seq_cst);
+    struct waiter_clear {
+      named_thread_state* queues;
+      ~waiter_clear() {
+        if (queues != nullptr) queues->blocked_waiter.store(nullptr, std::memory_order_relaxed);  // relaxed: a late view costs a sender one spurious notify
+      }
+    } clear_waiter{own_queues};
     auto key = events.prepare_wait();
     bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
     if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
       events.cancel_wait();
+      continue;
+    }
+    if (own_queues != nullptr && own_queues->has_work_to_run()) {
+      events.cancel_wait();
+      // Run here even when help did not look (the task's scheduler is gone): else this loops.
+      this_thread_context().owner->run_one_named_item(static_cast<std::uint32_t>(this_thread_context().named));
       continue;
     }
     blocking_scope blocked;  // on a worker: a standby worker takes this one's place
@@ -657,11 +782,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
     tracing::trace_point(tracing::task, tracing::event_kind::wait_began, task, task->name);
     chaos::point(chaos::site::wait_block);
-    if (deadline == nullptr && !napping) {
-      events.commit_wait(key);
-      tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);
-      continue;
-    }
+    // The looks below (stall, an unattached named thread) arm only here, about to block.
     auto now = std::chrono::steady_clock::now();
     if (deadline != nullptr && now >= *deadline) {
       events.cancel_wait();
@@ -671,8 +792,17 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
-    events.commit_wait_for(key, left);
+    left = std::min({left, watch.limit(stall_after, now), unattached.look(task, now)});
+    if (left == std::chrono::nanoseconds::max()) {
+      events.commit_wait(key);
+    } else {
+      events.commit_wait_for(key, left);
+    }
     tracing::trace_point(tracing::task, tracing::event_kind::wait_ended, task);
+    if (stall_after.count() > 0 && !task->is_completed()) {
+      auto after = std::chrono::steady_clock::now();
+      if (watch.due(stall_after, after)) report_stalled_wait(task, watch.waited_ms(after));
+    }
   }
 }
 

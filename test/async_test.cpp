@@ -470,3 +470,23 @@ TEST_CASE("async stress: continuations attached while another thread sets the va
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("async: task_graph_main_thread from main with no game thread attached is reported, runs once attached") {
+  // Its task runs only on the game thread: a wait for it from a thread when no thread is
+  // attached as game would hang silently.
+  test::diagnostic_recorder recorder;
+  future<int> result = async(async_execution::task_graph_main_thread, [] { return 16; });
+  CHECK_FALSE(result.wait_for(std::chrono::milliseconds(400)));
+  std::size_t reported = 0;
+  for (const auto& each : recorder.reports()) {
+    if (each.kind == diagnostic_kind::misuse && each.message.find("game") != std::string::npos &&
+        each.message.find("attached") != std::string::npos) {
+      ++reported;
+    }
+  }
+  CHECK(reported == 1);
+  default_scheduler().attach(named_thread::game);
+  CHECK(result.wait_for(std::chrono::seconds(10)));
+  CHECK(result.get() == 16);
+  default_scheduler().detach();
+}

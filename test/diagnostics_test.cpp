@@ -50,6 +50,7 @@ TEST_CASE("diagnostics: every kind has a name") {
   CHECK(magpie::to_string(magpie::diagnostic_kind::limit_reached) == "limit reached");
   CHECK(magpie::to_string(magpie::diagnostic_kind::never_ran) == "never ran");
   CHECK(magpie::to_string(magpie::diagnostic_kind::unhandled_exception) == "unhandled exception");
+  CHECK(magpie::to_string(magpie::diagnostic_kind::stalled) == "stalled");
 }
 
 }  // TEST_SUITE("diagnostics")

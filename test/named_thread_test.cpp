@@ -1,5 +1,6 @@
 // Tests for named threads (include/magpie/scheduler.h): attach, FIFO per producer, the
 // two queues, processing loops, re-entry and shutdown.
+#include <magpie/coroutine.h>
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>
@@ -410,6 +411,43 @@ TEST_CASE("named_thread: a scheduler destroyed on its own attached thread detach
     CHECK(two.get_result() == 2);
     CHECK(bound.get_result() == 3);
     second.detach();
+    CHECK(recorder.count() == 0);
+  }
+}
+
+}  // TEST_SUITE("named_thread")
+
+TEST_SUITE("named_thread") {
+
+TEST_CASE("named_thread: the game thread waiting on a coroutine that resumes on it runs the resumption") {
+  // The coroutine's resumption is queued on the game thread's queue: a wait there that did
+  // not keep running that queue would wait for ever for work only it can run.
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    diagnostic_recorder recorder;
+    scheduler pool(options_with(workers));
+    pool.attach(named_thread::game);
+    const std::thread::id game = std::this_thread::get_id();
+    auto hop = [&pool] {
+      return pool.launch("hop to game", []() -> magpie::coro<std::thread::id> {
+        co_await magpie::resume_on(named_thread::game);
+        co_return std::this_thread::get_id();
+      });
+    };
+    magpie::task<std::thread::id> timed = hop();
+    CHECK(timed.wait(std::chrono::seconds(10)));
+    REQUIRE(timed.is_completed());
+    CHECK(timed.get_result() == game);
+    magpie::task<std::thread::id> untimed = hop();
+    untimed.wait();
+    CHECK(untimed.get_result() == game);
+    CHECK(hop().get_result() == game);
+    // From inside a task the game thread runs, too.
+    magpie::task<bool> outer = pool.launch("outer", [&hop, game] { return hop().get_result() == game; },
+                                           magpie::on_thread(named_thread::game));
+    CHECK(outer.wait(std::chrono::seconds(10)));
+    CHECK(outer.get_result());
+    pool.detach();
     CHECK(recorder.count() == 0);
   }
 }

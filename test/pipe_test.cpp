@@ -390,3 +390,26 @@ TEST_CASE("pipe: wait_until_empty with the duration's maximum means no time-out"
     CHECK(line.wait_until_empty(std::chrono::hours::max()));
   }
 }
+
+TEST_CASE("pipe: a wait_until_empty that makes no progress for stall_report_after is reported once") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    scheduler_options options = test::options_with(workers);
+    options.stall_report_after = std::chrono::milliseconds(50);
+    scheduler pool(options);
+    magpie::pipe line("slow line", pool);
+    task_event gate("gate", pool);
+    task<> piped = line.launch("piped", [] {}, gate);
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      gate.trigger();
+    });
+    CHECK(line.wait_until_empty());
+    opener.join();
+    auto reports = recorder.reports();
+    REQUIRE(reports.size() == 1);
+    CHECK(reports[0].kind == diagnostic_kind::stalled);
+    CHECK(reports[0].message.find("'slow line'") != std::string::npos);
+  }
+}

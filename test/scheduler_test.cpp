@@ -778,3 +778,41 @@ TEST_CASE("scheduler: a task behind work stranded on a named thread is reported 
 }
 
 }  // TEST_SUITE("scheduler")
+
+TEST_SUITE("scheduler") {
+
+TEST_CASE("scheduler: a shutdown waiting on a task that never ends is reported once, after stall_report_after") {
+  // The body spins until a flag is set after the destructor returns: a real program hangs
+  // there. Here a helper stands for "after": it releases the body once the report came (or
+  // after 10 s, and the check fails).
+  for (unsigned workers : {1u, 2u, 8u}) {
+    CAPTURE(workers);
+    diagnostic_recorder recorder;
+    scheduler_options options = pool_of(workers, 1);
+    options.stall_report_after = std::chrono::milliseconds(50);
+    auto pool = std::make_unique<scheduler>(options);
+    std::atomic<bool> started{false};
+    std::atomic<bool> released{false};
+    (void)pool->launch("spins until main returns", [&] {
+      started.store(true);
+      while (!released.load()) std::this_thread::yield();
+    });
+    while (!started.load()) std::this_thread::yield();
+    std::thread releaser([&] {
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      released.store(true);
+    });
+    pool.reset();
+    releaser.join();
+    auto reports = recorder.reports();
+    REQUIRE(reports.size() == 1);
+    CHECK(reports[0].kind == magpie::diagnostic_kind::stalled);
+    CHECK(reports[0].severity == magpie::severity::warning);
+    CHECK(reports[0].message.find("shutdown") != std::string::npos);
+  }
+}
+
+}  // TEST_SUITE("scheduler")

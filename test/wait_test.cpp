@@ -1680,3 +1680,82 @@ TEST_CASE("wait: deadline_after saturates at the clock's end and keeps short tim
   auto past = detail::deadline_after(std::chrono::nanoseconds(-5));
   CHECK(past <= clock::now());
 }
+
+namespace {
+
+// reported_with counts the recorded reports of `kind` whose message holds every one of `parts`.
+std::size_t reported_with(const test::diagnostic_recorder& recorder, diagnostic_kind kind,
+                          std::initializer_list<const char*> parts) {
+  std::size_t found = 0;
+  for (const auto& each : recorder.reports()) {
+    bool all = each.kind == kind;
+    for (const char* part : parts) all = all && each.message.find(part) != std::string::npos;
+    if (all) ++found;
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("wait: waiting on work bound to a named thread no thread has attached is reported") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    {
+      scheduler pool(test::options_with(workers));
+      task<int> bound = pool.launch("draw on game", [] { return 1; }, on_thread(named_thread::game));
+      CHECK_FALSE(bound.wait(std::chrono::milliseconds(400)));
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'draw on game'", "game", "attached"}) == 1);
+      // A coroutine resuming there: what the wait needs is queued on the unattached thread.
+      task<int> hop = pool.launch("hop to game", []() -> coro<int> {
+        co_await resume_on(named_thread::game);
+        co_return 2;
+      });
+      CHECK_FALSE(hop.wait(std::chrono::milliseconds(2500)));
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'hop to game'", "game", "attached"}) == 1);
+      // Once a thread attaches and runs the queue, both complete.
+      pool.attach(named_thread::game);
+      CHECK(bound.wait(std::chrono::seconds(10)));
+      CHECK(hop.wait(std::chrono::seconds(10)));
+      CHECK(bound.get_result() == 1);
+      CHECK(hop.get_result() == 2);
+      pool.detach();
+    }
+  }
+}
+
+TEST_CASE("wait: a wait that makes no progress for stall_report_after is reported once, naming the task") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    scheduler_options options = test::options_with(workers);
+    options.stall_report_after = std::chrono::milliseconds(50);
+    scheduler pool(options);
+    task_event gate("gate", pool);
+    task<int> behind = pool.launch("stuck behind the gate", [] { return 5; }, gate);
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      gate.trigger();
+    });
+    CHECK(behind.get_result() == 5);
+    opener.join();
+    CHECK(reported_with(recorder, diagnostic_kind::stalled, {"'stuck behind the gate'", "ms"}) == 1);
+    CHECK(recorder.count() == 1);
+  }
+}
+
+TEST_CASE("wait: with stall_report_after 0 a long wait is not reported") {
+  test::diagnostic_recorder recorder;
+  scheduler_options options = test::options_with(1);
+  options.stall_report_after = std::chrono::milliseconds(0);
+  scheduler pool(options);
+  task_event gate("gate", pool);
+  task<int> behind = pool.launch("behind", [] { return 5; }, gate);
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gate.trigger();
+  });
+  CHECK(behind.get_result() == 5);
+  opener.join();
+  CHECK(recorder.count() == 0);
+}

@@ -22,6 +22,7 @@ enum class diagnostic_kind {
   limit_reached,        // a configured cap was hit (e.g. standby workers)
   never_ran,            // work that can never run was released at shutdown
   unhandled_exception,  // a task threw and nobody asked for its result
+  stalled,              // a blocking wait or a shutdown made no progress for a while
 };
 
 // severity says whether the program can carry on as documented.

@@ -71,6 +71,8 @@ class pipe {
  private:
   friend struct detail::pipe_access;
   bool wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept;
+  // report_stalled reports a wait that made no progress for the scheduler's stall_report_after.
+  void report_stalled(long long waited_ms) const noexcept;
 
   const char* name_;
   scheduler* owner_;

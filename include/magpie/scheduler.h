@@ -113,6 +113,12 @@ struct scheduler_options {
   // Chaos mode for the whole process from this scheduler's construction (magpie/chaos.h);
   // MAGPIE_CHAOS in the environment does the same without a code change.
   std::optional<magpie::chaos::options> chaos{};
+  // stall_report_after is how long a blocking wait on this scheduler's work, or its
+  // shutdown, may go without progress before it is reported (once; diagnostic_kind::stalled,
+  // a warning) naming what it waits for and the waiting thread; 0 turns the report off.
+  // MAGPIE_STALL_REPORT_MS in the environment overrides it. Only a thread about to block
+  // looks at the clock for it.
+  std::chrono::milliseconds stall_report_after{5000};
 };
 
 // named_thread identifies a thread the user owns that drains its own queues: the four
