@@ -481,7 +481,7 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
   work_item* item = woken ? find_work(&self) : nullptr;
   if (item == nullptr && options.spin_for.count() > 0) {
     // Each look reads the other threads' deque ends, which costs their next push or pop a
-    // cache-line transfer; looking ever less often (up to every ~2.5 µs) keeps a spinning
+    // cache-line transfer; looking ever less often (up to every max_spin_pauses pauses) keeps a spinning
     // worker from slowing a thread that launches and waits for one task at a time.
     auto give_up = std::chrono::steady_clock::now() + options.spin_for;
     int pauses = 16;

@@ -634,7 +634,7 @@ void drop_nested_hold(task_extras& extras) noexcept {
 // The caller holds a reference to `task` (or, as join_pipe, the lock that keeps it from
 // running): with locks left, it is read again below. Only its flags: with a prerequisite's
 // lock left, another thread may remove that lock, run the body and add `extras` meanwhile
-// (a TSan report in a clean-clone CI run); the piped flag was set before anyone could reach
+// (reading `extras` here would race with that); the piped flag was set before anyone could reach
 // the task, and a piped task left with 1 lock holds only its pipe's, which is ours.
 void ready_loop::lock_released(task_base* task, std::uint32_t remaining) noexcept {
   if (remaining == 0) {

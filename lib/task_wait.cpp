@@ -1,4 +1,4 @@
-// Waiting for a task (DESIGN §2 "Waiting"): deep retraction, a brief spin, then a block
+// Waiting for a task (docs/tasks.md, "Waiting"): deep retraction, a brief spin, then a block
 // that retries retraction whenever the task is scheduled.
 #include "held_runs.h"
 #include "task_internal.h"
@@ -26,7 +26,8 @@ constexpr unsigned max_retraction_depth = 128;
 // bounded: with no worker, retraction is the only way their work runs.
 constexpr unsigned max_running_depth = 256;
 
-// spin_checks is how many times a waiter looks at the task before it blocks: ~2 µs.
+// spin_checks is how many times a waiter looks at the task before it blocks: a few
+// microseconds, less than a futex sleep and wake-up cost.
 constexpr int spin_checks = 64;
 
 
@@ -141,8 +142,7 @@ void trim_stale(work_stealing_deque<work_item*>* own, scheduler::impl* owner) no
     drop_stale(*newest);
   }
   // A worker that looked while the entry was out may have parked: the entry needs the
-  // wake-up its launch gave (found by the task-graph fuzzer: a ready task stranded beside
-  // parked workers).
+  // wake-up its launch gave, or a ready task can sit beside parked workers.
   if (pushed_back) owner->wake_for(priority::normal);
   if (dropped) {
     stale_misses = 0;
@@ -325,8 +325,8 @@ constexpr std::size_t run_limit = 64;
 // A task launched elsewhere in the code, run earlier than its wait asks, may wait for what
 // the waiting thread or a newer task does (an event main triggers later, a pipe to drain,
 // a limiter, a task_group to join), where Unreal would have run it at its launch, before
-// any of that existed; reviews found each of these hanging, and docs/scheduler.md lists
-// what stays.
+// any of that existed; each of these would hang. docs/scheduler.md lists what a wait
+// with no workers still cannot serve.
 // Beneath a body the rule would be unsound even within a type: an entry launched after that
 // body's task may wait for it to complete. wait_all goes further: it takes its own handles
 // oldest first (take_oldest_run), whatever their types, when its range starts at the
@@ -360,7 +360,7 @@ bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 // One entry per CAS: an entry's type can be read only once it is ours (a thief may have
 // taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
 // before them run, from a body that helps (try_run_one, a task_group's join) and from a
-// helping thread that would steal them (a review found each hanging). Held aside as
+// helping thread that would steal them (either would hang). Held aside as
 // wait_all's runs are (lib/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
 // has passed. `ran_any` says whether it ran anything.

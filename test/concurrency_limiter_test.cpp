@@ -124,7 +124,7 @@ TEST_CASE("concurrency_limiter: wait from inside a task retracts queued work rat
 
 // With no workers, a wait runs this thread's queue in launch order; the limiter's wait holds
 // its runner out of reach meanwhile, so it must not: an older body waiting for the limiter
-// would wait for the piece in that runner for ever (found by review: it timed out).
+// would wait for the piece in that runner for ever (the bounded wait below would time out).
 TEST_CASE("concurrency_limiter: with no workers, a body launched before a piece may wait for the limiter") {
   for (bool attached : {false, true}) {
     CAPTURE(attached);
@@ -148,8 +148,8 @@ TEST_CASE("concurrency_limiter: with no workers, a body launched before a piece 
 
 // A wait on a limiter whose pieces all run elsewhere sleeps: first it puts back the tasks a
 // wait_all of this thread holds aside (lib/held_runs.h), one of which the running piece
-// waits for (found by review: the wait slept its whole time-out while the task that
-// triggers the piece's event lay held aside by the thread asleep).
+// waits for; otherwise the wait sleeps its whole time-out while the task that
+// triggers the piece's event lies held aside by the thread asleep.
 TEST_CASE("concurrency_limiter: a wait that sleeps inside a wait_all's run puts the rest of the run back") {
   no_leaks leaks;
   scheduler_options options;

@@ -338,7 +338,7 @@ TEST_CASE("pipe: waiting inside a task for a piped task runs the one before it i
 // A piped task launched behind a prerequisite that completes on a worker while the launch
 // is still under way: the completer must see the task either not yet piped (it only removes
 // its lock) or fully piped (extras, flag and the pipe's lock all in place), never half of
-// it — else the task joins its pipe twice (found by the task-graph fuzzer: an edge with no
+// it — else the task joins its pipe twice (leaving an edge with no
 // subsequent in a completer's list). Under TSan the half-made task is a data race on its
 // extras.
 TEST_CASE("pipe stress: a prerequisite completing during a piped launch" * doctest::test_suite("stress")) {

@@ -630,8 +630,8 @@ TEST_CASE("wait: a named thread waiting on a task bound to it runs it itself") {
 TEST_CASE("wait: a task's named thread is woken to run it while another thread waits for it too") {
   // Both wait on one event count with different conditions: "ready, and mine to run" for
   // the game thread, "completed" for the other. Once a wake-up meant for the game thread
-  // could be taken by the other waiter, leaving the game thread asleep beside a task only it
-  // may run (found in review; here it hung within a few rounds). A hang trips the watchdog.
+  // must not be taken by the other waiter, which would leave the game thread asleep beside a
+  // task only it may run. A hang trips the watchdog.
   no_leaks leaks;
   scheduler pool(test::options_with(1));
   for (int round = 0; round < 30; ++round) {
@@ -842,7 +842,7 @@ TEST_CASE("wait: with every thread blocked and no standby left to start, the las
   // thread's place, up to the scheduler's 64 more. The blockers outnumber the threads: the
   // last thread standing must run the queued work (the remaining blockers, then the opener)
   // on its own stack rather than block, or the opener stays queued behind blocked threads
-  // for ever (the stall issue 29 asked about).
+  // for ever .
   no_leaks leaks;
   test::diagnostic_recorder recorder;  // reaching the cap is reported
   scheduler_options options;
@@ -1147,8 +1147,8 @@ TEST_CASE("wait: with no workers, a wait runs the older tasks of its task's type
 
 // The run stops at the oldest entry of another type: a task launched elsewhere, run before
 // its wait asks, may wait for what the waiting thread does next (here an event main triggers
-// after waiting for a newer task; found by review: it waited for ever). Likewise a pipe to
-// drain, a limiter, a task_group to join, all of which reviews found.
+// after waiting for a newer task: run first, it would wait for ever). Likewise a pipe to
+// drain, a limiter, a task_group to join.
 TEST_CASE("wait: with no workers, a wait does not run an older task of another type first") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));
@@ -1262,8 +1262,8 @@ TEST_CASE("wait: with no workers, a wait's run in launch order drops stale entri
 
 // What a wait runs in launch order is never hidden from whoever looks for work meanwhile:
 // wait_all takes runs of its handles off the deque at once (lib/held_runs.h), and a body
-// that helps or blocks puts the rest back first. A review found each of these hanging while
-// the rest was held aside: a body helping until a later task sets a flag, a join whose
+// that helps or blocks puts the rest back first. Each of these would hang while the rest
+// was held aside: a body helping until a later task sets a flag, a join whose
 // child lies later in the run, an event a later task triggers, run by a helping thread.
 TEST_CASE("wait: with no workers, tasks a wait has taken but not begun stay visible to helpers") {
   for (bool all : {false, true}) {
@@ -1334,8 +1334,8 @@ TEST_CASE("wait: with no workers, tasks a wait has taken but not begun stay visi
 
 // A spill puts the run's rest back below what the body launched since: a join pops its own
 // child only while it is the newest entry, and with a later task of the run on top it
-// helped that task, nested inside the body the task waits for (found by review: o1 waited
-// for o0, beneath it on the stack).
+// would help that task, nested inside the body the task waits for (o1 would wait for o0,
+// beneath it on the stack).
 TEST_CASE("wait: a body of a wait_all run that spills still joins its own task_group child first") {
   for (unsigned workers : {0u, 1u}) {
     CAPTURE(workers);
@@ -1366,8 +1366,8 @@ TEST_CASE("wait: a body of a wait_all run that spills still joins its own task_g
 
 // The same when a body of the run first takes back a task from below where the run was
 // taken, and that task launches the child: the child lies below the run's old end, and the
-// spill must still put the run's rest beneath it (the deque's low water; found by review:
-// x1 was helped inside a's join, inside x0, and waited for a).
+// spill must still put the run's rest beneath it (the deque's low water); otherwise x1 is
+// helped inside a's join, inside x0, and waits for a.
 TEST_CASE("wait: a task taken back below a wait_all's run still joins its own child first when the run spills") {
   for (unsigned workers : {0u, 1u}) {
     CAPTURE(workers);
@@ -1399,8 +1399,8 @@ TEST_CASE("wait: a task taken back below a wait_all's run still joins its own ch
 }
 
 // A join that finds another task on top puts it back; that look takes nothing, so a spill
-// must not lift that task, older than the run, above the run's rest (found by review: the
-// join then ran it nested inside the body it waits for).
+// must not lift that task, older than the run, above the run's rest (the join would then
+// run it nested inside the body it waits for).
 TEST_CASE("wait: a join's look at an older task does not lift it above a wait_all's run when the run spills") {
   for (unsigned workers : {0u, 1u}) {
     CAPTURE(workers);
@@ -1488,8 +1488,8 @@ TEST_CASE("wait: with no workers, a wait inside a body for a task in the middle 
 
 // Running older tasks in launch order runs bodies other than the task waited for. They may
 // free it (drop its last handle) or move the handle waited through (grow the vector holding
-// it): the wait holds the task itself meanwhile and never reads the handle again (found by
-// review under ASan, which these cases need: reads of a freed task and a freed handle).
+// it): the wait holds the task itself meanwhile and never reads the handle again (these
+// cases need ASan, which shows a read of a freed task or a freed handle).
 TEST_CASE("wait: with no workers, older bodies that drop or move the handle waited through are harmless") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));
@@ -1518,7 +1518,7 @@ TEST_CASE("wait: with no workers, older bodies that drop or move the handle wait
 }
 
 // A body of a run wait_all takes back empties the handle that starts its next run: the next
-// look must not read through it (found by review: a crash, newest first and oldest first).
+// look must not read through it (newest first and oldest first).
 TEST_CASE("wait: wait_all goes on past a handle a body emptied at the start of the next run") {
   for (int mode = 0; mode < 3; ++mode) {  // plain main, attached, beneath a worker's body
     CAPTURE(mode);

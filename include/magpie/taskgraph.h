@@ -136,8 +136,8 @@ constexpr named_threads::type run_as(named_threads::type desired) noexcept {
 // a chain's usual case, goes as a single handle: the range form walks the array, while a
 // handle is one pointer for launch to link. Flattened because with three launch calls here
 // the compiler keeps launch's task set-up out of line, and the call (its prerequisite
-// buffer built on the stack and torn down again) cost a chain hop about 12 % over magpie's
-// own launch, which inlines it. The placement is made here, not by the caller: the
+// buffer built on the stack and torn down again) would make a graph-task chain hop dearer
+// than magpie's own launch, which inlines it. The placement is made here, not by the caller: the
 // three-byte placement, built a byte at a time and passed in a register, made the load
 // that packs it wait for the stores (a failed store-to-load forwarding, some 12 cycles).
 template <class Body>

@@ -19,8 +19,8 @@
 // notify_one's wake-ups are counted. It grants one (a "signal") only while some announced
 // waiter has none coming, and each waiter takes one on its way out. So a burst of launches
 // while a woken worker is still getting onto a CPU costs one futex call, not one per
-// launch — the waiter counts as announced until it runs, and each notify used to wake it
-// again. A waiter that leaves otherwise (a cancel, a time-out, a broadcast) takes a signal
+// launch — the waiter counts as announced until it runs, and without the count each
+// notify would wake it again. A waiter that leaves otherwise (a cancel, a time-out, a broadcast) takes a signal
 // only when every waiter holds one (then one of them is surely its own); otherwise the
 // signal stays for a waiter still on its way out. Either way signals never outnumber
 // waiters, and none is left behind when the last goes.
