@@ -5,7 +5,8 @@
 # UBSan, and release (what users install, with its tests); then installs the release build
 # and builds a first program through every documented route (tools/install-check.sh:
 # find_package, pkg-config, meson subproject, CMake add_subdirectory and FetchContent); then
-# builds the API reference (tools/docs.sh), which fails on any Doxygen warning; then builds
+# builds the API reference (tools/docs.sh), which fails on any Doxygen warning, compiles every
+# C++ block of the README and docs/ (tools/check_doc_snippets.py); then builds
 # the libFuzzer targets with clang (AddressSanitizer + UBSan) and runs each briefly
 # (tools/fuzz.sh). Every build here treats warnings as errors (-Dwerror=true).
 #   tools/test.sh                 all the builds, then chaos-short
@@ -100,6 +101,18 @@ for build in "${builds[@]}"; do
     docs)
       echo "=== docs: the API reference (tools/docs.sh), warnings are errors"
       if tools/docs.sh >/dev/null; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+      # Every C++ block of the README and docs/ compiles (config.h from the plain build's
+      # configuration), and the trace viewer's own checks pass.
+      echo "=== docs: every C++ block of README.md and docs/ (tools/check_doc_snippets.py)"
+      configure_build plain
+      if python3 tools/check_doc_snippets.py --self-test >/dev/null &&
+         python3 tools/check_doc_snippets.py --build-dir build/test-plain; then
+        passed=$((passed + 1))
+      else
+        failed=$((failed + 1)); status=1
+      fi
+      echo "=== docs: tools/trace_view.py --self-test"
+      if python3 tools/trace_view.py --self-test; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
       continue ;;
     fuzz)
       # Each fuzzer for a short time (a pass each), then the fuzzers replay the seed corpora
