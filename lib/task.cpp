@@ -213,11 +213,16 @@ bool run_queued(work_item* item, work_action action) noexcept {
     return dropped;
   }
   next_task current{task};
-  bool ran = false;  // only the first can be retracted: once one is not run, there is no next
+  // A waiter may have retracted the queued task (run it already): then this entry runs
+  // nothing, and says so (a named thread's count of what it ran).
+  if (!task->state.try_begin_execution(current.takes_prerequisites)) {
+    release(task);  // the reference the queue (or the slot) held
+    return false;   // a waiter retracted it: this queue entry ran nothing
+  }
+  current.begun = true;
   while (current.task != nullptr) {
     next_task next;
     if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
-      ran = true;
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
       // prefetch only: nothing is read through the pointer). Not the subsequents themselves:
@@ -236,7 +241,7 @@ bool run_queued(work_item* item, work_action action) noexcept {
     }
     current = next;
   }
-  return ran;  // false: a waiter retracted it, and this queue entry ran nothing
+  return true;
 }
 
 constinit thread_local running_frame* innermost_running = nullptr;
