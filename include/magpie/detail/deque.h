@@ -13,7 +13,7 @@
 //   if (auto mine = deque.pop()) run(*mine);       // owner thread only
 //   if (auto loot = other.steal()) run(*loot);     // any thread
 //
-// Known bugs this code is written against (RELIABILITY.md §3.1): indices are signed, so
+// Known bugs of deques in the field that this code is written against: indices are signed, so
 // `pop` on an empty deque cannot wrap; the stolen slot is read *before* the CAS on top;
 // a grown ring is published with release; old rings stay alive until the deque dies,
 // because a thief may still be reading one.

@@ -33,7 +33,7 @@
 // workers of different ranks) as long as they are woken with notify_all.
 //
 // Sleepers block on the epoch, a futex word that every grant and broadcast advances. It
-// lives in the event count, never on a waiter's stack (RELIABILITY.md §3.4), so a notifier
+// lives in the event count, never on a waiter's stack, so a notifier
 // may touch it after the waiter has left. test/model/event_count_model.cpp model-checks the protocol
 // under Relacy, with a weakened mutant that must lose a wake-up.
 #pragma once
