@@ -16,8 +16,9 @@
 #   FORK_JOIN_ONLY=uts tools/bench.sh --only fork_join   one fork-join workload only
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
-#   tools/bench.sh --libfork DIR         also the libfork peer of the coroutine fib, from a
-#                                        libfork v3 checkout (or LIBFORK_DIR=DIR; kept the same way)
+#   tools/bench.sh --libfork DIR         also the libfork peers of the coroutine fib and the
+#                                        fork-join rows, from a libfork v3 checkout (or
+#                                        LIBFORK_DIR=DIR; kept the same way)
 #   tools/bench.sh --only graph          only the named workload folders (repeatable)
 #   tools/bench.sh --no-micro            skip the Google Benchmark micro-benchmarks
 #   tools/bench.sh --baseline FILE       afterwards, tools/bench_diff.py FILE against this run
