@@ -204,15 +204,18 @@ TEST_CASE("trace: a blocking wait is a slice naming the task waited for") {
   trace::clear();
   magpie::scheduler pool(workers(1));
   std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
   trace::start();
   auto slow = pool.launch("slow", [&] {
+    started = true;
     while (!release.load()) std::this_thread::yield();
   });
   std::thread releaser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     release = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the worker take it
+  // The worker must have it: a wait that finds it still queued runs it instead of blocking.
+  while (!started.load()) std::this_thread::yield();
   slow.wait();
   releaser.join();
   trace::stop();
