@@ -287,8 +287,9 @@ TEST_CASE("thread_pool: every idle thread parks") {
   counted_work one;
   pool.add_queued_work(&one);
   wait_for([&] { return one.ran.load() == 1; });
+  // Every thread parks again (a hang here trips the watchdog). A second look could see a
+  // thread that woke without work on its way back to parking: idle counts dip and return.
   wait_for([&] { return pool.get_num_idle_threads() == 4; });
-  CHECK(pool.get_num_idle_threads() == 4);
 }
 
 TEST_CASE("thread_pool: blocking work in the pool never starves magpie's task workers") {
