@@ -1,6 +1,7 @@
 #include "task_graph_program.h"
 
 #include <cstdio>
+#include <sstream>
 
 namespace magpie::fuzz {
 
@@ -130,26 +131,27 @@ std::vector<std::uint64_t> serial_values(const graph_program& program) {
 std::string describe(const graph_program& program) {
   static const char* const kinds[] = {"task", "piped", "event", "when_all", "when_any"};
   static const char* const steps[] = {"launch", "trigger", "wait", "wait_all", "wait_any"};
-  std::string text = "workers " + std::to_string(program.workers) + "\n";
+  std::ostringstream text;
+  text << "workers " << program.workers << "\n";
   for (std::size_t i = 0; i < program.nodes.size(); ++i) {
     const graph_node& node = program.nodes[i];
-    text += "  node " + std::to_string(i) + " " + kinds[static_cast<int>(node.kind)] + " after";
-    for (int p : node.prerequisites) text += " " + std::to_string(p);
-    if (node.kind == node_kind::piped_task) text += " pipe " + std::to_string(node.pipe);
+    text << "  node " << i << " " << kinds[static_cast<int>(node.kind)] << " after";
+    for (int p : node.prerequisites) text << " " << p;
+    if (node.kind == node_kind::piped_task) text << " pipe " << node.pipe;
     if (has_body(node)) {
-      text += " placement " + std::to_string(static_cast<int>(node.placement));
-      if (node.throws) text += " throws";
-      if (node.waits_for >= 0) text += " waits for " + std::to_string(node.waits_for);
-      for (bool nested : node.nested_throws) text += nested ? " nested(throws)" : " nested";
+      text << " placement " << static_cast<int>(node.placement);
+      if (node.throws) text << " throws";
+      if (node.waits_for >= 0) text << " waits for " << node.waits_for;
+      for (bool nested : node.nested_throws) text << (nested ? " nested(throws)" : " nested");
     }
-    text += "\n";
+    text << "\n";
   }
   for (const graph_step& step : program.steps) {
-    text += std::string("  step ") + steps[static_cast<int>(step.what)];
-    for (int n : step.nodes) text += " " + std::to_string(n);
-    text += "\n";
+    text << "  step " << steps[static_cast<int>(step.what)];
+    for (int n : step.nodes) text << " " << n;
+    text << "\n";
   }
-  return text;
+  return text.str();
 }
 
 }  // namespace magpie::fuzz

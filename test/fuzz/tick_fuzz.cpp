@@ -69,7 +69,9 @@ struct tick_run {
 
   // make_tick makes tick `index`, unregistered and without edges, with `s`'s settings.
   std::unique_ptr<tick_function> make_tick(int index, const tick_settings& s) {
-    auto made = std::make_unique<tick_function>("t" + std::to_string(index), [this, index](float dt, level_tick type) {
+    std::string name = "t";  // appended, not "t" + ...: GCC 12's -Wrestrict misfires on that at -O3
+    name += std::to_string(index);
+    auto made = std::make_unique<tick_function>(name, [this, index](float dt, level_tick type) {
       body(index, dt, type);  // the last thing: the body may destroy this tick function
     });
     made->set_tick_group(s.group);
