@@ -71,10 +71,14 @@ unsigned default_worker_count() noexcept;
 // std::out_of_range naming it (in a constant expression: a compile error).
 class thread_count {
  public:
+  // thread_count() is zero threads.
   constexpr thread_count() noexcept = default;
+  // thread_count(count) takes `count` from any integer type but bool, range-checked; it is
+  // implicit so that `.workers = n` compiles.
   template <std::integral Integer>
     requires(!std::same_as<std::remove_cv_t<Integer>, bool>)
-  constexpr thread_count(Integer count) : value_(checked(count)) {}  // implicit: `.workers = n`
+  constexpr thread_count(Integer count) : value_(checked(count)) {}
+  // operator unsigned is the count.
   constexpr operator unsigned() const noexcept { return value_; }
 
  private:
