@@ -27,13 +27,6 @@ using test::no_leaks;
 
 namespace {
 
-// reports_naming counts the reports whose message names `name`.
-std::size_t reports_naming(const test::diagnostic_recorder& recorder, const std::string& name) {
-  std::size_t count = 0;
-  for (const auto& each : recorder.reports()) count += each.message.find(name) != std::string::npos ? 1 : 0;
-  return count;
-}
-
 long serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2); }
 
 // fork_fib forks its first call, calls its second and joins: every call a forked coroutine.
@@ -274,7 +267,7 @@ TEST_CASE("coroutine fork: returning with children not joined is reported, and w
     });
     CHECK(careless.get_result() == 5);
     CHECK(ran.load() == 4);
-    CHECK(reports_naming(recorder, "careless parent") == 1);
+    CHECK(recorder.count_naming("careless parent") == 1);
   }
 }
 

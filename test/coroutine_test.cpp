@@ -436,13 +436,6 @@ TEST_CASE("coroutine: a coroutine whose scheduler went before it could resume is
 
 namespace {
 
-// reports_naming counts the reports whose message names `name`.
-std::size_t reports_naming(const test::diagnostic_recorder& recorder, const std::string& name) {
-  std::size_t count = 0;
-  for (const auto& each : recorder.reports()) count += each.message.find(name) != std::string::npos ? 1 : 0;
-  return count;
-}
-
 // How a coroutine holds the event it awaits, and what becomes of that event after the shutdown.
 enum class event_holding {
   handle_in_body,             // its body holds the only handle: body and event keep each other alive
@@ -488,7 +481,7 @@ TEST_CASE("coroutine: destroying its scheduler abandons a coroutine suspended on
       CHECK(watch.expired());
       if (holding == event_holding::reference_triggered_later) outside->trigger();  // its resumption does nothing
       outside.reset();
-      CHECK(reports_naming(recorder, "stranded on an event") == 1);
+      CHECK(recorder.count_naming("stranded on an event") == 1);
       CHECK(recorder.count() == 1);  // nothing about the event: only abandoned coroutines waited for it
     }
   }
@@ -519,7 +512,7 @@ TEST_CASE("coroutine: destroying its scheduler abandons a coroutine suspended on
     CHECK(watch.expired());
     gate.trigger();  // the other scheduler's task completes; the abandoned resumption does nothing
     CHECK(unfinished.get_result() == 1);
-    CHECK(reports_naming(recorder, "stranded on a task") == 1);
+    CHECK(recorder.count_naming("stranded on a task") == 1);
     CHECK(recorder.count() == 1);
   }
 }
@@ -547,7 +540,7 @@ TEST_CASE("coroutine: destroying its scheduler completes a coroutine awaiting an
     REQUIRE(outer.is_completed());
     CHECK_THROWS_AS(outer.get_result(), task_never_ran);
     CHECK(watch.expired());
-    CHECK(reports_naming(recorder, "inner") == 1);
+    CHECK(recorder.count_naming("inner") == 1);
   }
 }
 

@@ -48,6 +48,14 @@ class diagnostic_recorder {
     return state().seen.size();
   }
 
+  // count_naming is the number of reports so far whose message contains `text`.
+  std::size_t count_naming(const std::string& text) const {
+    std::lock_guard lock(state().mutex);
+    std::size_t found = 0;
+    for (const entry& each : state().seen) found += each.message.find(text) != std::string::npos ? 1 : 0;
+    return found;
+  }
+
  private:
   struct shared {
     std::mutex mutex;
@@ -64,5 +72,13 @@ class diagnostic_recorder {
 
   diagnostic_handler previous_;
 };
+
+// mentions says whether any of `reports` contains `text` in its message.
+inline bool mentions(const std::vector<diagnostic_recorder::entry>& reports, const std::string& text) {
+  for (const auto& each : reports) {
+    if (each.message.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
 
 }  // namespace magpie::test

@@ -24,17 +24,6 @@ using magpie::tick_manager;
 using magpie::ticking_group;
 using namespace magpie::test;
 
-namespace {
-
-bool mentions(const std::vector<diagnostic_recorder::entry>& reports, const std::string& text) {
-  for (const auto& each : reports) {
-    if (each.message.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 TEST_SUITE("tick_lifetime") {
 
 TEST_CASE("tick_lifetime: disabling, enabling, unregistering and destroying ticks mid-frame") {

@@ -29,13 +29,6 @@ using namespace magpie::test;
 
 namespace {
 
-bool mentions(const std::vector<diagnostic_recorder::entry>& reports, const std::string& text) {
-  for (const auto& each : reports) {
-    if (each.message.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
-
 int count_mentions(const std::vector<diagnostic_recorder::entry>& reports, const std::string& text) {
   int found = 0;
   for (const auto& each : reports) found += each.message.find(text) != std::string::npos ? 1 : 0;
