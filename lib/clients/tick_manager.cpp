@@ -111,6 +111,41 @@ void tick_manager::state::wait_until_not_running(const unit& work) {
   }
 }
 
+// stop_ticking (under off_thread_guard) makes sure `slot`'s tick never starts again: its
+// function and its member word this frame are cleared. It returns the unit running the tick
+// on another thread right now, if any, which may still be inside it.
+const unit* tick_manager::state::stop_ticking(tick_slot& slot) {
+  slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
+  ticks::member* running_it = member_this_frame(slot);
+  if (running_it == nullptr) return nullptr;
+  // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
+  running_it->word.store(0, std::memory_order_seq_cst);
+  const unit& work = units[slot.unit];
+  return work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit ? &work : nullptr;
+}
+
+// retire_slot (under off_thread_guard, on the game thread) takes `slot` out of the cooldown
+// heap and the newly spawned queue and hands it back for reuse.
+void tick_manager::state::retire_slot(tick_slot& slot) {
+  heap_remove(&slot);
+  slot.registered = false;
+  if (slot.queued_new) {
+    slot.queued_new = false;
+    newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
+  }
+  retired_slots.push_back(slot.index);
+  --registered;
+  mark_changed();
+}
+
+// wait_counted waits, outside the guard, for `work` to finish running, counted in
+// off_thread_waiters (incremented under the guard by the caller) until it no longer reads it.
+void tick_manager::state::wait_counted(const unit& work) {
+  wait_until_not_running(work);
+  // release: finish_frame's acquire load sees that this wait no longer reads the unit
+  off_thread_waiters.fetch_sub(1, std::memory_order_release);
+}
+
 // remove unregisters `tick` on the game thread. It never waits for a unit that is running the
 // tick unless the tick is being destroyed: the unit skips it if it has not reached it yet.
 void tick_manager::state::remove(tick_function& tick, bool destroying) {
@@ -118,27 +153,13 @@ void tick_manager::state::remove(tick_function& tick, bool destroying) {
   const unit* still_running = nullptr;
   {
     std::lock_guard guard(off_thread_guard);
-    slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
-    if (ticks::member* running_it = member_this_frame(slot)) {
-      // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
-      running_it->word.store(0, std::memory_order_seq_cst);
-      const unit& work = units[slot.unit];
-      if (work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit) still_running = &work;
-    }
+    still_running = stop_ticking(slot);
     if (in_frame && !destroying && (slot.in_schedule || slot.placed_frame == frame)) {
       visited_and_removed.push_back(&tick);  // part of this frame already
     }
-    heap_remove(&slot);
-    slot.registered = false;
-    if (slot.queued_new) {
-      slot.queued_new = false;
-      newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
-    }
-    retired_slots.push_back(slot.index);
+    retire_slot(slot);
     tick_access::manager(tick) = nullptr;
     tick_access::slot(tick) = nullptr;
-    --registered;
-    mark_changed();
     if (still_running != nullptr && !destroying) {
       retiring.emplace_back(&tick, still_running);
       tick_access::slot(tick) = this;  // a later destruction finds the unit it waits for here
@@ -165,9 +186,7 @@ void tick_manager::state::forget_retiring(const tick_function& tick, bool wait) 
     if (work == nullptr || !wait) return;
     off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
   }
-  wait_until_not_running(*work);
-  // release: finish_frame's acquire load sees that this wait no longer reads the unit
-  off_thread_waiters.fetch_sub(1, std::memory_order_release);
+  wait_counted(*work);
 }
 
 // remove_off_thread unregisters a tick destroyed on a thread other than the game thread: its
@@ -178,38 +197,21 @@ void tick_manager::state::remove_off_thread(tick_function& tick) {
   const unit* still_running = nullptr;
   {
     std::lock_guard guard(off_thread_guard);
-    slot.function.store(nullptr, std::memory_order_seq_cst);  // seq_cst: as the word below
-    if (ticks::member* running_it = member_this_frame(slot)) {
-      // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
-      running_it->word.store(0, std::memory_order_seq_cst);
-      const unit& work = units[slot.unit];
-      if (work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit) still_running = &work;
-    }
+    still_running = stop_ticking(slot);
     orphans.push_back(slot.index);
     tick_access::manager(tick) = nullptr;
     tick_access::slot(tick) = nullptr;
     if (still_running == nullptr) return;
     off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
   }
-  wait_until_not_running(*still_running);
-  // release: finish_frame's acquire load sees that this wait no longer reads the unit
-  off_thread_waiters.fetch_sub(1, std::memory_order_release);
+  wait_counted(*still_running);
 }
 
 // drain_orphans retires the slots of ticks destroyed off the game thread (game thread).
 void tick_manager::state::drain_orphans() {
   std::lock_guard guard(off_thread_guard);
   for (std::uint32_t index : orphans) {
-    tick_slot& slot = slots[index];
-    heap_remove(&slot);
-    slot.registered = false;
-    if (slot.queued_new) {
-      slot.queued_new = false;
-      newly_spawned.erase(std::find(newly_spawned.begin(), newly_spawned.end(), &slot));
-    }
-    retired_slots.push_back(slot.index);
-    --registered;
-    mark_changed();
+    retire_slot(slots[index]);
   }
   orphans.clear();
 }

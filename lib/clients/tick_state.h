@@ -255,6 +255,9 @@ struct tick_manager::state {
   void queue_new(ticks::tick_slot& slot);
   ticks::member* member_this_frame(ticks::tick_slot& slot);
   void wait_until_not_running(const ticks::unit& work);
+  const ticks::unit* stop_ticking(ticks::tick_slot& slot);
+  void retire_slot(ticks::tick_slot& slot);
+  void wait_counted(const ticks::unit& work);
 
   // Cooldowns (tick_schedule.cpp).
   void heap_push(ticks::tick_slot* slot);
