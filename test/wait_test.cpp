@@ -1413,7 +1413,7 @@ TEST_CASE("wait: a join's look at an older task does not lift it above a wait_al
     std::atomic<bool> h0_joined{false};
     std::atomic<bool> flag{false};
     std::atomic<bool> child_started{false};
-    std::atomic<bool> helper_done{false};
+    std::atomic<bool> child_finished{false};
     std::atomic<bool> older_saw_trigger{true};
     std::thread helper;
     task<> filler = pool.launch("below", [] {});
@@ -1422,17 +1422,21 @@ TEST_CASE("wait: a join's look at an older task does not lift it above a wait_al
     });
     task<> h1 = pool.launch("h1", [&] {
       flag = true;
-      while (!helper_done.load()) std::this_thread::yield();  // until the group's child has finished
+      while (!child_finished.load()) std::this_thread::yield();
     });
     task<> h0 = pool.launch("h0", [&] {
       task_group group(pool);
-      helper = std::thread([&] {  // another thread runs the child: the join finds only "older" on top
+      // Another thread runs the child (this helper, or a worker that takes it first): the
+      // join finds only "older" on top.
+      helper = std::thread([&] {
         group.run([&] {
           child_started = true;
           while (!flag.load()) std::this_thread::yield();
+          child_finished = true;
         });
-        while (!pool.try_run_one()) std::this_thread::yield();
-        helper_done = true;
+        while (!child_finished.load()) {
+          if (!pool.try_run_one()) std::this_thread::yield();
+        }
       });
       while (!child_started.load()) std::this_thread::yield();
       group.wait();  // puts "older" back after looking at it, then helps: spills
