@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Instructions per task of three shapes (one task at a time, a chain hop, a
-# fib call), counted by callgrind over each shape's `measured_<shape>` function alone
+# Instructions per task of four shapes (one task at a time, a chain hop, a fib call
+# forked by a task_group, a fib call forked as a coroutine: fib, coro_fork_fib), counted by callgrind over each shape's `measured_<shape>` function alone
 # (bench/per_task/magpie.cpp), beside the native time per task of the same program and the
 # serializing instructions per task among them (locked read-modify-writes, xchg with
 # memory, mfence: each costs several ns whatever else the path does), named by function.
@@ -9,6 +9,8 @@
 #   tools/instructions.sh                 every shape, 2^16 tasks
 #   tools/instructions.sh chain fib       the named shapes
 #   UNATTACHED=1 tools/instructions.sh    from a thread attached to nothing, as a plain main
+#   THREADS=2 tools/instructions.sh fib   with a worker beside the measuring thread (its
+#                                         steals vary from run to run: counts then drift)
 #   BENCH_BUILD_DIR=build/x tools/instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +25,10 @@ meson compile -C "$dir" bench/bench_per_task_magpie >/dev/null
 program="$dir/bench/bench_per_task_magpie"
 flags=()
 [ -n "${UNATTACHED:-}" ] && flags=(--unattached)
+[ -n "${THREADS:-}" ] && flags+=(--threads "$THREADS")
 
 shapes=("$@")
-[ ${#shapes[@]} -eq 0 ] && shapes=(one_at_a_time chain fib)
+[ ${#shapes[@]} -eq 0 ] && shapes=(one_at_a_time chain fib coro_fork_fib)
 tasks=65536
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -71,8 +74,12 @@ for shape in "${shapes[@]}"; do
   ran=$(sed -E 's/.*: ([0-9]+) tasks per run.*/\1/' <<<"$native")
   # Collection is on only inside measured_*: the warm-up and each of the 2 runs count, so
   # the total is over 3 runs (the program's last call, run_once for the count, adds a 4th).
+  # coro_fork_fib switches collection on and off itself (symmetric transfer between
+  # coroutines leaves callgrind's calls and returns unmatched, which toggle-collect follows).
+  collect=(--toggle-collect='*measured_*')
+  [ "$shape" = coro_fork_fib ] && collect=(--collect-atstart=no)
   valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \
-    --toggle-collect='*measured_*' --callgrind-out-file="$out/$shape" \
+    "${collect[@]}" --callgrind-out-file="$out/$shape" \
     "$program" --shape "$shape" --tasks "$tasks" --runs 2 "${flags[@]}" >/dev/null 2>&1
   total=$(sed -nE 's/^(summary|totals): ([0-9]+).*/\2/p' "$out/$shape" | head -1)
   printf '%-14s %8s %11.0f  %s\n' "$shape" "$ns" "$(echo "$total / (4 * $ran)" | bc -l)" \

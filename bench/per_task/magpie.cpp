@@ -1,8 +1,10 @@
-// Three per-task shapes in isolation, for instruction counts: one task at a time
-// (launch, run, wait, release), a chain hop (the chain built first, then run), and fib's
-// spawn-join per call, each on one thread (--threads N adds N − 1 workers), attached unless
-// --unattached. Every shape runs in a function of its
-// own, `measured_<shape>`, which tools/instructions.sh hands to callgrind's toggle-collect:
+// Four per-task shapes in isolation, for instruction counts: one task at a time
+// (launch, run, wait, release), a chain hop (the chain built first, then run), fib's
+// task_group spawn-join per call, and fib's coroutine fork/call/join per call
+// (coro_fork_fib, the root run by a task of its own), each on one thread (--threads N
+// adds N − 1 workers), attached unless --unattached. Every shape runs in a function of its
+// own, `measured_<shape>`, which tools/instructions.sh hands to callgrind's toggle-collect
+// (coro_fork_fib's switches the count itself: see counted_coro_fork_fib):
 // the count per task is then that function's instructions over its tasks, with nothing of
 // the set-up. Run natively, it prints the time per task too (median of --runs). With
 // --unattached the calling thread is left as `main` is, attached to nothing.
@@ -12,6 +14,13 @@
 #include "../fork_join/workloads.h"
 
 #include <CLI/CLI.hpp>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define COUNT_FROM_HERE_TO_THE_NEXT() CALLGRIND_TOGGLE_COLLECT
+#else
+#define COUNT_FROM_HERE_TO_THE_NEXT() ((void)0)
+#endif
+#include <magpie/coroutine.h>
 #include <magpie/magpie.h>
 
 #include <algorithm>
@@ -34,6 +43,28 @@ namespace {
 }
 
 [[gnu::noinline]] long measured_fib(int n) { return workloads::fib<bench::magpie_system>(n, 2); }
+
+// forked_fib is fib in coroutine fork-join form: every call a coroutine frame, the first
+// forked onto the deque, the second called (bench/coroutine/magpie.cpp's row).
+magpie::coro<long> forked_fib(int n) {
+  if (n < 2) co_return n;
+  long a = 0;
+  long b = 0;
+  co_await magpie::fork(a, forked_fib(n - 1));
+  co_await magpie::call(b, forked_fib(n - 2));
+  co_await magpie::join();
+  co_return a + b;
+}
+
+// counted_coro_fork_fib is not a `measured_` function: callgrind's toggle-collect follows
+// calls and returns, which symmetric transfer between coroutines leaves unmatched, so the
+// count is switched on and off here, under valgrind only (tools/instructions.sh).
+[[gnu::noinline]] long counted_coro_fork_fib(magpie::scheduler& pool, int n) {
+  COUNT_FROM_HERE_TO_THE_NEXT();
+  long result = pool.launch("fork fib", [n] { return forked_fib(n); }).get_result();
+  COUNT_FROM_HERE_TO_THE_NEXT();
+  return result;
+}
 
 // run_once runs `shape` over about `tasks` tasks and returns the seconds the measured
 // function took and the tasks it ran.
@@ -66,7 +97,16 @@ std::pair<double, std::size_t> run_once(magpie::scheduler& pool, const std::stri
     if (result != workloads::serial_fib(n)) throw std::runtime_error("fib: wrong result");
     return {seconds, static_cast<std::size_t>(workloads::fib_calls(n, 2))};
   }
-  throw std::invalid_argument("unknown shape '" + shape + "' (one_at_a_time, chain, fib)");
+  if (shape == "coro_fork_fib") {
+    int n = 2;
+    while (workloads::fib_calls(n + 1, 2) <= static_cast<double>(tasks)) ++n;
+    auto start = clock::now();
+    long result = counted_coro_fork_fib(pool, n);
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (result != workloads::serial_fib(n)) throw std::runtime_error("coro_fork_fib: wrong result");
+    return {seconds, static_cast<std::size_t>(workloads::fib_calls(n, 2))};
+  }
+  throw std::invalid_argument("unknown shape '" + shape + "' (one_at_a_time, chain, fib, coro_fork_fib)");
 }
 
 }  // namespace
@@ -78,7 +118,7 @@ int main(int argc, char** argv) {
   int runs = 5;
   bool unattached = false;
   unsigned threads = 1;
-  app.add_option("--shape", shape, "one_at_a_time, chain or fib");
+  app.add_option("--shape", shape, "one_at_a_time, chain, fib or coro_fork_fib");
   app.add_option("--tasks", tasks, "tasks per run (fib: the largest fib with at most this many calls)");
   app.add_option("--runs", runs, "runs after one warm-up; the median is printed")->check(CLI::PositiveNumber);
   app.add_flag("--unattached", unattached, "launch from this thread without attaching it, as a plain main does");
