@@ -252,7 +252,12 @@ std::size_t trim(heap& owner) noexcept {
 
 }  // namespace
 
-void* allocate(std::size_t size) {
+namespace {
+
+// allocate_slowly is allocate() when the fast path cannot serve: a large block, a thread
+// without a heap yet, an empty free stack. Out of line, so that allocate's fast path saves
+// no registers and makes no call.
+[[gnu::noinline]] void* allocate_slowly(std::size_t size) {
   if (size > largest_pooled) return ::operator new(size, std::align_val_t{64});
   std::size_t index = class_of(size);
   heap& mine = this_thread_heap.get();
@@ -261,13 +266,13 @@ void* allocate(std::size_t size) {
   if (left == 0) left = refill(mine, index);
   void* block = stack.blocks[--left];
   stack.size.store(left, std::memory_order_relaxed);  // relaxed: as counter_add
-  if (left >= prefetch_distance) __builtin_prefetch(stack.blocks[left - prefetch_distance], 1);
   MAGPIE_UNPOISON(block, class_sizes[index]);
   return block;
 }
 
-void deallocate(void* memory, std::size_t size) noexcept {
-  if (memory == nullptr) return;
+// deallocate_elsewhere is deallocate() of a large block or of another heap's block (or on a
+// thread without a heap): out of line, as allocate_slowly.
+[[gnu::noinline]] void deallocate_elsewhere(void* memory, std::size_t size, heap* mine) noexcept {
   if (size > largest_pooled) {
     ::operator delete(memory, std::align_val_t{64});
     return;
@@ -275,15 +280,6 @@ void deallocate(void* memory, std::size_t size) noexcept {
   slab_header* slab = slab_of(memory);
   heap& owner = *slab->owner;
   std::size_t index = slab->class_index;
-  heap* mine = this_thread_heap.mine;
-  if (&owner == mine) {
-    MAGPIE_POISON(memory, class_sizes[index]);
-    free_stack& stack = owner.free_stacks[index];
-    std::size_t free_count = stack.size.load(std::memory_order_relaxed);  // relaxed: the owner's own count
-    stack.blocks[free_count] = memory;  // fits: no more blocks are free than were carved
-    stack.size.store(free_count + 1, std::memory_order_relaxed);  // relaxed: as counter_add
-    return;
-  }
   auto* block = static_cast<free_block*>(memory);
   MAGPIE_POISON(static_cast<char*>(memory) + sizeof(free_block), class_sizes[index] - sizeof(free_block));
   // Counted on this thread's heap where it has one (live_blocks sums every heap): no locked
@@ -300,6 +296,43 @@ void deallocate(void* memory, std::size_t size) noexcept {
   } while (!returned.compare_exchange_weak(head, block,
                                                   std::memory_order_release,    // release: pairs with take_back's acquire
                                                   std::memory_order_relaxed));  // relaxed: we only retry
+}
+
+}  // namespace
+
+void* allocate(std::size_t size) {
+  heap* mine = this_thread_heap.mine;
+  if (size <= largest_pooled && mine != nullptr) [[likely]] {
+    std::size_t index = class_of(size);
+    free_stack& stack = mine->free_stacks[index];
+    std::size_t left = stack.size.load(std::memory_order_relaxed);  // relaxed: the owner's own count
+    if (left != 0) [[likely]] {
+      void* block = stack.blocks[--left];
+      stack.size.store(left, std::memory_order_relaxed);  // relaxed: as counter_add
+      if (left >= prefetch_distance) __builtin_prefetch(stack.blocks[left - prefetch_distance], 1);
+      MAGPIE_UNPOISON(block, class_sizes[index]);
+      return block;
+    }
+  }
+  return allocate_slowly(size);
+}
+
+void deallocate(void* memory, std::size_t size) noexcept {
+  if (memory == nullptr) return;
+  heap* mine = this_thread_heap.mine;
+  if (size <= largest_pooled) [[likely]] {
+    slab_header* slab = slab_of(memory);
+    if (slab->owner == mine) [[likely]] {  // never nullptr: a pooled block's slab names its heap
+      std::size_t index = slab->class_index;
+      MAGPIE_POISON(memory, class_sizes[index]);
+      free_stack& stack = mine->free_stacks[index];
+      std::size_t free_count = stack.size.load(std::memory_order_relaxed);  // relaxed: the owner's own count
+      stack.blocks[free_count] = memory;  // fits: no more blocks are free than were carved
+      stack.size.store(free_count + 1, std::memory_order_relaxed);  // relaxed: as counter_add
+      return;
+    }
+  }
+  deallocate_elsewhere(memory, size, mine);
 }
 
 std::int64_t live_blocks() noexcept {
