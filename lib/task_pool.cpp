@@ -110,21 +110,29 @@ heap* adopt_or_create() {
 
 std::size_t trim(heap& owner) noexcept;
 
-// thread_heap is the calling thread's heap, parked again when the thread exits.
+// heap_of_this_thread is the calling thread's heap once it has one: a plain pointer, so
+// the fast paths read it without the guard of a thread_local that has a destructor.
+constinit thread_local heap* heap_of_this_thread = nullptr;
+
+// thread_heap owns the calling thread's heap, parked again when the thread exits.
 struct thread_heap {
   heap* mine = nullptr;
   heap& get() {
-    if (mine == nullptr) mine = adopt_or_create();
+    if (mine == nullptr) {
+      mine = adopt_or_create();
+      heap_of_this_thread = mine;
+    }
     return *mine;
   }
   ~thread_heap() {
     if (mine == nullptr) return;
+    heap_of_this_thread = nullptr;  // later frees on this thread take the "elsewhere" path
     trim(*mine);  // a parked heap keeps only slabs that still hold live blocks
     lock_parked();
     mine->next_parked = parked_heaps;
     parked_heaps = mine;
     unlock_parked();
-    mine = nullptr;  // later frees on this thread take the "elsewhere" path
+    mine = nullptr;
   }
 };
 
@@ -301,7 +309,7 @@ namespace {
 }  // namespace
 
 void* allocate(std::size_t size) {
-  heap* mine = this_thread_heap.mine;
+  heap* mine = heap_of_this_thread;
   if (size <= largest_pooled && mine != nullptr) [[likely]] {
     std::size_t index = class_of(size);
     free_stack& stack = mine->free_stacks[index];
@@ -319,7 +327,7 @@ void* allocate(std::size_t size) {
 
 void deallocate(void* memory, std::size_t size) noexcept {
   if (memory == nullptr) return;
-  heap* mine = this_thread_heap.mine;
+  heap* mine = heap_of_this_thread;
   if (size <= largest_pooled) [[likely]] {
     slab_header* slab = slab_of(memory);
     if (slab->owner == mine) [[likely]] {  // never nullptr: a pooled block's slab names its heap
