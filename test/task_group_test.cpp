@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -222,6 +223,94 @@ TEST_CASE("task_group: the first small child after each join lives in the group,
     group.wait();
     CHECK(detail::task_pool::live_blocks() == blocks);
     CHECK(ran == 2 * (round + 1));
+  }
+}
+
+TEST_CASE("task_group: a first child larger than the inline slot is pooled, and the slot serves the next small one") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_group group(pool);
+  for (int round = 0; round < 3; ++round) {
+    std::int64_t blocks = detail::task_pool::live_blocks();
+    std::array<long, 32> big{};  // 256 bytes of captures: more than the slot holds
+    big[31] = round;
+    long seen = -1;
+    group.run([big, &seen] { seen = big[31]; });
+    CHECK(detail::task_pool::live_blocks() == blocks + 1);  // too big for the slot
+    int small = 0;
+    group.run([&small] { ++small; });
+    CHECK(detail::task_pool::live_blocks() == blocks + 1);  // the slot, still free, takes it
+    group.wait();
+    CHECK(detail::task_pool::live_blocks() == blocks);
+    CHECK(seen == round);
+    CHECK(small == 1);
+  }
+}
+
+TEST_CASE("task_group: a child in the inline slot that throws is rethrown by wait, and the slot serves again") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    pool.launch("slot", [] {
+      task_group group;
+      for (int round = 0; round < 50; ++round) {
+        group.run([round] {
+          if (round % 2 == 0) throw std::runtime_error("slot child failed");
+        });
+        if (round % 2 == 0) {
+          CHECK_THROWS_AS(group.wait(), std::runtime_error);
+        } else {
+          CHECK_NOTHROW(group.wait());
+        }
+        CHECK_FALSE(group.has_exception());
+      }
+      // After every join the slot is free: the next small child takes no pooled block.
+      std::int64_t blocks = detail::task_pool::live_blocks();
+      int ran = 0;
+      group.run([&ran] { ++ran; });
+      CHECK(detail::task_pool::live_blocks() == blocks);
+      group.wait();
+      CHECK(ran == 1);
+    }).wait();
+  }
+}
+
+TEST_CASE("task_group: a child in the inline slot runs once whether a thief takes it or its joiner pops it") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    const int rounds = 200;
+    int stolen = 0;
+    int popped = 0;
+    bool all_once = pool.launch("slot owner", [&] {
+      const auto owner = std::this_thread::get_id();
+      task_group group;
+      bool once = true;
+      for (int round = 0; round < rounds; ++round) {
+        std::atomic<int> runs{0};
+        std::atomic<bool> away{false};
+        group.run([&runs, &away, owner] {
+          runs.fetch_add(1);
+          away = std::this_thread::get_id() != owner;
+        });
+        // Odd rounds give a thief time (bounded) to take the child; even ones join at once.
+        if (round % 2 == 1 && workers > 0) {
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+          while (runs.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+        }
+        group.wait();
+        once = once && runs.load() == 1;
+        (away.load() ? stolen : popped) += 1;
+      }
+      return once;
+    }).get_result();
+    CHECK(all_once);
+    CHECK(stolen + popped == rounds);
+    CHECK(popped > 0);                  // even rounds: the joiner usually finds it still queued
+    if (workers >= 2) CHECK(stolen > 0);  // odd rounds: an idle worker steals it
+    if (workers == 0) CHECK(stolen == 0);
   }
 }
 
