@@ -9,8 +9,6 @@
 #   tools/instructions.sh                 every shape, 2^16 tasks
 #   tools/instructions.sh chain fib       the named shapes
 #   UNATTACHED=1 tools/instructions.sh    from a thread attached to nothing, as a plain main
-#   THREADS=2 tools/instructions.sh fib   with a worker beside the measuring thread (its
-#                                         steals vary from run to run: counts then drift)
 #   BENCH_BUILD_DIR=build/x tools/instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +23,6 @@ meson compile -C "$dir" bench/bench_per_task_magpie >/dev/null
 program="$dir/bench/bench_per_task_magpie"
 flags=()
 [ -n "${UNATTACHED:-}" ] && flags=(--unattached)
-[ -n "${THREADS:-}" ] && flags+=(--threads "$THREADS")
 
 shapes=("$@")
 [ ${#shapes[@]} -eq 0 ] && shapes=(one_at_a_time chain fib coro_fork_fib)
