@@ -54,13 +54,16 @@ const char* traced_name(tick_slot& slot, const tick_function& tick) {
 
 }  // namespace
 
-void tick_manager::state::run_unit(unit& work) {
-  const unit* outer = running_unit;
-  running_unit = &work;
-  work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+// run_members runs a unit's ticks in order and returns how many ran; Measure times each
+// tick into its slot (one clock read per tick: the end of one tick starts the next).
+template <bool Measure>
+std::size_t tick_manager::state::run_members(unit& work) {
+  using clock = std::chrono::steady_clock;
   std::size_t ran = 0;
   const ticks::member* members = work.members.data();
   std::size_t count = work.members.size();
+  [[maybe_unused]] clock::time_point started;
+  if constexpr (Measure) started = clock::now();
   for (std::size_t at = 0; at < count; ++at) {
     // A unit's tick functions lie all over memory (100,000 ticks outgrow the caches): fetch
     // them well ahead, from the member list itself, so that no fetch waits for another load.
@@ -81,13 +84,31 @@ void tick_manager::state::run_unit(unit& work) {
       delta = slot->delta;
     }
     ++ran;
-    trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
-    try {
-      tick_access::execute(*tick, delta, tick_type);
-    } catch (...) {
-      ticks::report_tick_exception(*slot, std::current_exception());
+    {
+      trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
+      try {
+        tick_access::execute(*tick, delta, tick_type);
+      } catch (...) {
+        ticks::report_tick_exception(*slot, std::current_exception());
+      }
+    }
+    if constexpr (Measure) {
+      // The slot outlives an unregistration during the frame: it is reused only after the
+      // next build.
+      clock::time_point finished = clock::now();
+      slot->measured_seconds = std::chrono::duration<double>(finished - started).count();
+      slot->measured_frame = frame;
+      started = finished;
     }
   }
+  return ran;
+}
+
+void tick_manager::state::run_unit(unit& work) {
+  const unit* outer = running_unit;
+  running_unit = &work;
+  work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+  std::size_t ran = options.measure_tick_times ? run_members<true>(work) : run_members<false>(work);
   ticks_run.fetch_add(ran, std::memory_order_relaxed);  // relaxed: see state::ticks_run
   work.run_state.store(2, std::memory_order_release);   // release: pairs with wait_until_not_running's load
   running_unit = outer;
@@ -115,15 +136,29 @@ void tick_manager::state::launch(std::uint32_t index) {
   }
 }
 
+// release launches `group`'s units: first the any-thread units that wait for nothing
+// launched later, so that the workers start on them while the game thread launches the
+// rest; then the rest in filing order (a unit's prerequisites are filed before it, so each
+// finds its prerequisites' tasks).
 void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t>& launched) {
-  for (std::uint32_t index : static_by_start[ticks::group_index(group)]) {
-    launch(index);
-    launched.push_back(index);
-  }
   auto& extra = frame_by_start[ticks::group_index(group)];
-  for (std::uint32_t index : extra) {
-    launch(index);
-    launched.push_back(index);
+  for (const auto* list : {&static_by_start[ticks::group_index(group)], &extra}) {
+    for (std::uint32_t index : *list) {
+      const unit& work = units[index];
+      if (work.game_thread) continue;
+      bool ready = std::all_of(work.prerequisites.begin(), work.prerequisites.end(),
+                               [&](std::uint32_t before) { return units[before].launched; });
+      if (!ready) continue;
+      launch(index);
+      launched.push_back(index);
+    }
+  }
+  for (const auto* list : {&static_by_start[ticks::group_index(group)], &extra}) {
+    for (std::uint32_t index : *list) {
+      if (units[index].launched) continue;
+      launch(index);
+      launched.push_back(index);
+    }
   }
   extra.clear();
 }
@@ -252,11 +287,59 @@ void tick_manager::state::finish_frame() {
   for (tick_slot* slot : newly_spawned) slot->queued_new = false;  // registered too late: next frame
   newly_spawned.clear();
   stats.ticks_run = ticks_run.load(std::memory_order_relaxed);  // relaxed: every unit was waited for
+  stats.frame_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - frame_started).count();
+  if (options.measure_tick_times) measure_frame();
+  frame_filed.clear();
   if (attached_here) {
     pool->detach();
     attached_here = false;
   }
   in_frame = false;
+}
+
+// measure_frame computes the frame's lower bound from its tick times (see tick_frame_stats):
+// segment by segment, from the game-thread time, the any-thread time and the critical path.
+// It walks the filed ticks in filing order, in which every tick comes after its
+// prerequisites, so a tick's chain extends chains already known.
+void tick_manager::state::measure_frame() {
+  constexpr std::size_t groups = ticking_group_count;
+  std::array<std::size_t, groups> segment_of{};
+  std::size_t segments = 0;
+  for (std::size_t group = 0; group < groups; ++group) {
+    segment_of[group] = segments;
+    if (blocked[group]) ++segments;  // the newly-spawned passes: one segment after the rest
+  }
+  struct segment_times {
+    double game = 0, any = 0, critical = 0;
+  };
+  std::array<segment_times, groups + 1> times{};
+  auto confined = [&](const tick_slot& slot) {
+    return segment_of[ticks::group_index(slot.start)] == segment_of[ticks::group_index(slot.end)];
+  };
+  auto visit = [&](tick_slot& slot) {
+    if (slot.measured_frame != frame || !confined(slot)) return;
+    std::size_t segment = segment_of[ticks::group_index(slot.start)];
+    double longest_before = 0;
+    for (const tick_slot* before : slot.kept) {
+      if (before->measured_frame == frame && confined(*before) &&
+          segment_of[ticks::group_index(before->start)] == segment) {
+        longest_before = std::max(longest_before, before->chain_seconds);
+      }
+    }
+    slot.chain_seconds = longest_before + slot.measured_seconds;
+    segment_times& into = times[segment];
+    into.critical = std::max(into.critical, slot.chain_seconds);
+    (slot.game_thread ? into.game : into.any) += slot.measured_seconds;
+  };
+  for (tick_slot* slot : static_filed) visit(*slot);
+  for (tick_slot* slot : frame_filed) visit(*slot);
+  double threads = static_cast<double>(pool->worker_count()) + 1;
+  for (const segment_times& each : times) {
+    stats.game_thread_seconds += each.game;
+    stats.any_thread_seconds += each.any;
+    stats.lower_bound_seconds += std::max({each.game, (each.game + each.any) / threads, each.critical});
+  }
+  stats.efficiency = stats.frame_seconds > 0 ? stats.lower_bound_seconds / stats.frame_seconds : 0;
 }
 
 }  // namespace magpie

@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -78,6 +79,13 @@ struct tick_slot {
   ticking_group end = ticking_group::pre_physics;
   bool game_thread = true;
   std::vector<tick_slot*> kept;  // prerequisites kept by the last build (cycle edges dropped)
+
+  // Tick times (tick_manager_options::measure_tick_times): written by the thread that ran the
+  // tick, read by the game thread once the frame's units have completed (their completion
+  // orders the two).
+  std::uint64_t measured_frame = 0;  // the frame it last ran in
+  double measured_seconds = 0;       // how long that run took
+  double chain_seconds = 0;          // the longest chain of its segment's ticks ending with it
 
   // Depth-first search marks.
   std::uint64_t visit_mark = 0;
@@ -203,6 +211,10 @@ struct tick_manager::state {
   std::deque<ticks::unit> units;
   std::size_t static_units = 0;
   std::array<std::vector<std::uint32_t>, ticking_group_count> static_by_start;
+  // The most ticks a free any-thread chunk takes, by start group: set by the build from the
+  // workers and the population (see size_chunks).
+  std::array<std::size_t, ticking_group_count> free_chunk_limit{};
+  std::vector<ticks::tick_slot*> static_filed;  // the cached schedule's ticks, in filing order
   std::vector<ticks::tick_slot*> dynamic_order;  // placed per frame, in prerequisite order
   std::size_t static_demoted = 0;
   std::size_t static_cycles = 0;
@@ -223,6 +235,9 @@ struct tick_manager::state {
   std::array<std::vector<std::uint32_t>, ticking_group_count> frame_by_start;
   std::vector<std::uint32_t> pending;  // launched units not yet waited for
   std::vector<ticks::tick_slot*> newly_spawned;
+  std::vector<ticks::tick_slot*> frame_filed;  // ticks filed for this frame only, in filing order
+  std::array<bool, ticking_group_count> blocked{};  // which groups' run_tick_group blocked this frame
+  std::chrono::steady_clock::time_point frame_started;
   // Scratch lists kept between frames (no allocation per frame); handles by reference.
   std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
   std::vector<std::uint32_t> due_scratch;
@@ -275,17 +290,21 @@ struct tick_manager::state {
   void queue_newly_spawned(ticking_group context);
   std::uint32_t add_frame_unit(ticks::tick_slot& slot);
   void file(ticks::tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame);
+  void size_chunks();
 
   // Frames (tick_manager.cpp).
   void release(ticking_group group, std::vector<std::uint32_t>& launched);
   void launch(std::uint32_t index);
   void run_unit(ticks::unit& work);
+  template <bool Measure>
+  std::size_t run_members(ticks::unit& work);
   bool prerequisites_done(const ticks::unit& work) const;
   void settle_game_unit(const ticks::unit& work);
   void wait_for(ticking_group up_to);
   void run_group(ticking_group group, bool block);
   void run_newly_spawned_passes();
   void finish_frame();
+  void measure_frame();
 };
 
 // tick_access lets the tick manager's sources reach a tick function's private parts.
