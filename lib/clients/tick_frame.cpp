@@ -171,20 +171,34 @@ bool tick_manager::state::prerequisites_done(const unit& work) const {
   return true;
 }
 
-// settle_game_unit waits for a game-thread unit. Its prerequisites are older game-thread
-// units (settled already) or any-thread units, which the workers run meanwhile: the game
-// thread runs its own queue and waits in short spells rather than taking the workers' work,
-// unless the workers make no progress for a while.
-void tick_manager::state::settle_game_unit(const unit& work) {
-  int idle_spells = 0;
-  while (!work.handle.is_completed()) {
-    if (prerequisites_done(work) && work.handle.try_retract_and_execute()) continue;
-    if (pool->process_until_idle(game_named) != 0) {
-      idle_spells = 0;
-      continue;
+// settle_game_units waits for the game-thread units among due_scratch (filing order). It
+// runs each one that is ready, oldest first, and its own queue; when none is ready (each
+// waits for any-thread units), it takes back an any-thread unit no worker has started — one
+// the oldest waiting unit waits for, else the newest one due, which the workers would reach
+// last — rather than idle. It blocks only when there is none either, in short spells.
+void tick_manager::state::settle_game_units() {
+  game_due_scratch.clear();
+  for (std::uint32_t index : due_scratch) {
+    if (units[index].game_thread) game_due_scratch.push_back(index);
+  }
+  std::size_t oldest = 0;
+  for (;;) {
+    while (oldest < game_due_scratch.size() && units[game_due_scratch[oldest]].handle.is_completed()) ++oldest;
+    if (oldest == game_due_scratch.size()) return;
+    bool progressed = false;
+    for (std::size_t at = oldest; at < game_due_scratch.size() && !progressed; ++at) {
+      const unit& work = units[game_due_scratch[at]];
+      progressed = !work.handle.is_completed() && prerequisites_done(work) && work.handle.try_retract_and_execute();
     }
-    if (++idle_spells > 8 && work.handle.try_retract_and_execute()) continue;  // take its prerequisites back
-    work.handle.wait(std::chrono::microseconds(20));
+    if (progressed || pool->process_until_idle(game_named) != 0) continue;
+    const unit& waiting = units[game_due_scratch[oldest]];
+    auto take_back = [&](std::uint32_t index) {
+      const unit& other = units[index];
+      return !other.game_thread && !other.handle.is_completed() && other.handle.try_retract_and_execute();
+    };
+    progressed = std::any_of(waiting.prerequisites.begin(), waiting.prerequisites.end(), take_back) ||
+                 std::any_of(due_scratch.rbegin(), due_scratch.rend(), take_back);
+    if (!progressed) waiting.handle.wait(std::chrono::microseconds(20));
   }
 }
 
@@ -202,9 +216,7 @@ void tick_manager::state::wait_for(ticking_group up_to) {
   });
   pending.erase(keep, pending.end());
   std::sort(due_scratch.begin(), due_scratch.end());
-  for (std::uint32_t index : due_scratch) {
-    if (units[index].game_thread) settle_game_unit(units[index]);
-  }
+  settle_game_units();
   std::size_t helper = 0;  // the next later unit the game thread may take back while it waits
   for (std::size_t at = 0; at < due_scratch.size(); ++at) {
     const task<>& handle = units[due_scratch[at]].handle;

@@ -30,8 +30,12 @@ ticking_group skip_undemotable(ticking_group group) {
 }
 
 // Chunks that wait for prerequisites: small enough that each waits only for the
-// prerequisites of a few ticks, big enough that a task's cost spreads thin.
-constexpr std::size_t linked_chunk = 128;
+// prerequisites of a few ticks, big enough that a task's cost spreads thin: at most
+// largest_linked_chunk ticks. Any-thread ones take at most a quarter of the group's free
+// any-thread chunk (at least smallest_linked_chunk), so that the last of a group, which often
+// waits for most of the others, leaves the other threads a short tail.
+constexpr std::size_t smallest_linked_chunk = 4;
+constexpr std::size_t largest_linked_chunk = 128;
 
 // Free any-thread chunks: a group's any-thread ticks are cut into about this many chunks per
 // worker, so that each worker takes a few (the last ones balance the load, and the game
@@ -220,7 +224,9 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
   if (inside_free_chunk) {
     chosen = free_chunk;
   } else {
-    std::size_t limit = linked ? linked_chunk : free_limit;
+    std::size_t limit = !linked          ? free_limit
+                        : slot.game_thread ? largest_linked_chunk
+                                           : std::clamp(free_limit / 4, smallest_linked_chunk, largest_linked_chunk);
     bool fits = candidate != none && (batch || (slot.game_thread && !linked) || units[candidate].members.size() < limit) &&
                 std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w <= candidate; });
     if (!fits) candidate = new_unit();

@@ -243,6 +243,7 @@ struct tick_manager::state {
   std::vector<std::uint32_t> due_scratch;
   std::vector<std::uint32_t> launched_scratch;
   std::vector<std::uint32_t> waits_scratch;
+  std::vector<std::uint32_t> game_due_scratch;
   std::array<std::uint32_t, ticks::unit_key_count> frame_open{};  // open frame units, by kind
   tick_frame_stats stats{};
   // relaxed: a sum read on the game thread after every unit completed (the waits order it).
@@ -299,7 +300,7 @@ struct tick_manager::state {
   template <bool Measure>
   std::size_t run_members(ticks::unit& work);
   bool prerequisites_done(const ticks::unit& work) const;
-  void settle_game_unit(const ticks::unit& work);
+  void settle_game_units();
   void wait_for(ticking_group up_to);
   void run_group(ticking_group group, bool block);
   void run_newly_spawned_passes();
