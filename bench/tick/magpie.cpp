@@ -162,6 +162,7 @@ void record_figures(const bench::options& chosen, const std::string& name, std::
 
 int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "tick manager: a frame of tick functions");
+  bench::trace_if_asked(chosen);
   std::size_t count = chosen.quick ? 20'000 : 100'000;
   tick_bench::population ticks = tick_bench::make_population(count);
 

@@ -96,8 +96,8 @@ std::size_t tick_manager::state::run_members(unit& work) {
       // The slot outlives an unregistration during the frame: it is reused only after the
       // next build.
       clock::time_point finished = clock::now();
-      slot->measured_seconds = std::chrono::duration<double>(finished - started).count();
-      slot->measured_frame = frame;
+      slot->measured_seconds = std::chrono::duration<float>(finished - started).count();
+      slot->measured_frame = static_cast<std::uint32_t>(frame);
       started = finished;
     }
   }
@@ -328,19 +328,20 @@ void tick_manager::state::measure_frame() {
   auto confined = [&](const tick_slot& slot) {
     return segment_of[ticks::group_index(slot.start)] == segment_of[ticks::group_index(slot.end)];
   };
+  auto this_frame = static_cast<std::uint32_t>(frame);
   auto visit = [&](tick_slot& slot) {
-    if (slot.measured_frame != frame || !confined(slot)) return;
+    if (slot.measured_frame != this_frame || !confined(slot)) return;
     std::size_t segment = segment_of[ticks::group_index(slot.start)];
-    double longest_before = 0;
+    float longest_before = 0;
     for (const tick_slot* before : slot.kept) {
-      if (before->measured_frame == frame && confined(*before) &&
+      if (before->measured_frame == this_frame && confined(*before) &&
           segment_of[ticks::group_index(before->start)] == segment) {
         longest_before = std::max(longest_before, before->chain_seconds);
       }
     }
     slot.chain_seconds = longest_before + slot.measured_seconds;
     segment_times& into = times[segment];
-    into.critical = std::max(into.critical, slot.chain_seconds);
+    into.critical = std::max(into.critical, static_cast<double>(slot.chain_seconds));
     (slot.game_thread ? into.game : into.any) += slot.measured_seconds;
   };
   for (tick_slot* slot : static_filed) visit(*slot);

@@ -50,6 +50,10 @@ struct tick_slot {
   // Written on the game thread before the units of the frame are launched.
   std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
   float delta = 0;              // an interval tick's delta_seconds: the time since it last ran
+  // Tick times (tick_manager_options::measure_tick_times), each field in a hole the others
+  // leave: written by the thread that ran the tick, read by the game thread once the frame's
+  // units have completed (their completion orders the two).
+  float measured_seconds = 0;  // how long its last run took
   // The tick function, for the game thread's bookkeeping and reports; cleared (seq_cst, as
   // its member's word) by unregistration.
   std::atomic<tick_function*> function{nullptr};
@@ -65,6 +69,7 @@ struct tick_slot {
   // Cooldown (game thread only).
   double expiry = run_at_next_visit;
   std::uint32_t heap_position = none;
+  float chain_seconds = 0;  // tick times: the longest chain of its segment's ticks ending with it
   double last_run = 0;
   bool has_run = false;
 
@@ -72,6 +77,7 @@ struct tick_slot {
   bool in_schedule = false;  // registered and enabled when the schedule was built
   bool dynamic = false;      // waits (transitively) for an interval tick: placed per frame
   bool queued_new = false;   // on the newly-spawned list
+  std::uint32_t measured_frame = 0;  // tick times: the frame it last ran in (its low 32 bits)
   std::uint64_t placed_frame = 0;
   std::uint32_t unit = none;    // the unit it was last filed into
   std::uint32_t member = none;  // its place among that unit's members
@@ -79,13 +85,6 @@ struct tick_slot {
   ticking_group end = ticking_group::pre_physics;
   bool game_thread = true;
   std::vector<tick_slot*> kept;  // prerequisites kept by the last build (cycle edges dropped)
-
-  // Tick times (tick_manager_options::measure_tick_times): written by the thread that ran the
-  // tick, read by the game thread once the frame's units have completed (their completion
-  // orders the two).
-  std::uint64_t measured_frame = 0;  // the frame it last ran in
-  double measured_seconds = 0;       // how long that run took
-  double chain_seconds = 0;          // the longest chain of its segment's ticks ending with it
 
   // Depth-first search marks.
   std::uint64_t visit_mark = 0;
