@@ -20,7 +20,7 @@
 // prerequisites' start groups (demotion, skipping start_physics and end_physics) and must be
 // done by its end group, which a blocking run_tick_group waits for. Ticks without a
 // prerequisite to wait for run in chunks (game-thread ones in one task per group, any-thread
-// ones in chunks spread over the workers); a tick with one gets a task of its own, or joins a
+// ones in about four chunks per worker); a tick with one gets a task of its own, or joins a
 // batch. The schedule — who runs in which group, in which task, after which task — is
 // rebuilt only when a tick is registered, unregistered, enabled, disabled, re-grouped,
 // re-prioritised or given a different prerequisite; interval ticks coming off cooldown reuse
@@ -241,7 +241,7 @@ struct tick_frame_stats {
   // A = that of its any-thread ticks, C = its critical path (the longest sum of tick times
   // along a chain of prerequisites within it), W = the scheduler's workers. The segment
   // cannot finish sooner than max(G, (G + A) / (W + 1), C): the game thread runs G alone,
-  // the W workers and the game thread share the rest, and a chain runs in order.
+  // the W workers and the game thread share G + A, and a chain runs in order.
   double game_thread_seconds;  // G summed over the segments
   double any_thread_seconds;   // A summed over the segments
   double lower_bound_seconds;  // the sum over the segments of max(G, (G + A) / (W + 1), C)
