@@ -173,9 +173,9 @@ bool tick_manager::state::prerequisites_done(const unit& work) const {
 
 // settle_game_units waits for the game-thread units among due_scratch (filing order). It
 // runs each one that is ready, oldest first, and its own queue; when none is ready (each
-// waits for any-thread units), it takes back an any-thread unit no worker has started — one
-// the oldest waiting unit waits for, else the newest one due, which the workers would reach
-// last — rather than idle. It blocks only when there is none either, in short spells.
+// waits for any-thread units), it takes back a ready any-thread unit no worker has started —
+// one the oldest waiting unit waits for, else the newest one due, which the workers would
+// reach last — rather than idle. It blocks only when there is none either, in short spells.
 void tick_manager::state::settle_game_units() {
   game_due_scratch.clear();
   for (std::uint32_t index : due_scratch) {
@@ -194,7 +194,8 @@ void tick_manager::state::settle_game_units() {
     const unit& waiting = units[game_due_scratch[oldest]];
     auto take_back = [&](std::uint32_t index) {
       const unit& other = units[index];
-      return !other.game_thread && !other.handle.is_completed() && other.handle.try_retract_and_execute();
+      return !other.game_thread && !other.handle.is_completed() && prerequisites_done(other) &&
+             other.handle.try_retract_and_execute();
     };
     progressed = std::any_of(waiting.prerequisites.begin(), waiting.prerequisites.end(), take_back) ||
                  std::any_of(due_scratch.rbegin(), due_scratch.rend(), take_back);
