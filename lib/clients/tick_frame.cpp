@@ -136,8 +136,8 @@ void tick_manager::state::launch(std::uint32_t index) {
   }
 }
 
-// release launches `group`'s units: first the any-thread units that wait for nothing
-// launched later, so that the workers start on them while the game thread launches the
+// release launches `group`'s units: first the any-thread units whose prerequisites are
+// launched already, so that the workers start on them while the game thread launches the
 // rest; then the rest in filing order (a unit's prerequisites are filed before it, so each
 // finds its prerequisites' tasks).
 void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t>& launched) {
