@@ -204,10 +204,11 @@ void tick_manager::state::settle_game_units() {
 }
 
 // wait_for waits for every launched unit that must complete by `up_to`: game-thread units
-// first, oldest first (a unit's prerequisites are older), while the workers run the rest;
-// then the rest, oldest first, the game thread taking back what has not started, from the
-// one it waits for or later ones. It blocks only in short spells, so that a game-thread unit
-// made ready meanwhile waits no longer than that.
+// first (settle_game_units), while the workers run the rest; then the rest, oldest first.
+// While one has not completed, the game thread takes back the newest ready unit no worker
+// has started — the workers steal the oldest first, so the two rarely reach for the same
+// one — and blocks only when none is left, in short spells, so that a unit made ready
+// meanwhile waits no longer than that.
 void tick_manager::state::wait_for(ticking_group up_to) {
   due_scratch.clear();
   auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
@@ -218,18 +219,18 @@ void tick_manager::state::wait_for(ticking_group up_to) {
   pending.erase(keep, pending.end());
   std::sort(due_scratch.begin(), due_scratch.end());
   settle_game_units();
-  std::size_t helper = 0;  // the next later unit the game thread may take back while it waits
+  std::size_t newest = due_scratch.size();  // the units from here on have been looked at
   for (std::size_t at = 0; at < due_scratch.size(); ++at) {
     const task<>& handle = units[due_scratch[at]].handle;
     while (!handle.is_completed()) {
-      if (handle.try_retract_and_execute()) continue;
       if (pool->process_until_idle(game_named) != 0) continue;
       bool helped = false;
-      for (helper = std::max(helper, at + 1); helper < due_scratch.size() && !helped; ++helper) {
-        const task<>& later = units[due_scratch[helper]].handle;
-        helped = !later.is_completed() && later.try_retract_and_execute();
+      while (!helped && newest > at) {
+        const unit& later = units[due_scratch[newest - 1]];
+        helped = !later.handle.is_completed() && prerequisites_done(later) && later.handle.try_retract_and_execute();
+        if (!helped) --newest;  // started, done or still waiting: the wait below takes care of it
       }
-      if (!helped) handle.wait(std::chrono::microseconds(20));
+      if (!helped) handle.wait(std::chrono::microseconds(20));  // the wait takes the unit back if it can
     }
   }
 }
