@@ -2,7 +2,8 @@
 // tickables); a render thread, attached as a named thread, receives one render command per
 // frame, in order; thousands of actor components tick with prerequisites — movement before
 // animation before render data — some far-away animations only every 0.1 s.
-//   examples/engine_frame 2000 300 --threads 2   prints frame time p50/p99 per group
+//   examples/engine_frame 2000 300 --threads 2   prints frame time p50/p99 per group and the
+//                                                last frame's lower bound and efficiency
 //   examples/engine_frame --trace frame.json     also records the last three frames as a trace
 //                                                (open it in ui.perfetto.dev, or tools/trace_view.py)
 #include "example_options.h"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   const char* trace_file = trace_path.empty() ? nullptr : trace_path.c_str();
   auto scheduler = example::make_scheduler(threads);  // this thread, the game thread, is one of them
   magpie::scheduler& pool = *scheduler;
-  magpie::world game(pool);
+  magpie::world game(pool, {.measure_tick_times = true});  // each frame's lower bound and efficiency
 
   // The render thread: attached as named_thread::render, it runs what the game sends it.
   std::atomic<std::uint64_t> last_drawn{0};
@@ -180,6 +181,9 @@ int main(int argc, char** argv) {
               game.ticks().registered_count(), frame_count, pool.worker_count(), example::seconds_since(started) * 1e3);
   std::printf("last frame: %zu ticks in %zu tasks (%zu batches), schedule %s\n", stats.ticks_run,
               stats.tasks_launched, stats.batches, stats.schedule_rebuilt ? "rebuilt" : "reused");
+  std::printf("last frame: %.1f us, lower bound %.1f us (game thread %.1f us, any thread %.1f us): efficiency %.2f\n",
+              stats.frame_seconds * 1e6, stats.lower_bound_seconds * 1e6, stats.game_thread_seconds * 1e6,
+              stats.any_thread_seconds * 1e6, stats.efficiency);
   std::printf("%-20s %10s %10s\n", "group", "p50 us", "p99 us");
   for (int g = 0; g < group_marks::count; ++g) {
     const auto& times = marks.micros[static_cast<std::size_t>(g)];

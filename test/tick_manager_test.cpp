@@ -7,13 +7,16 @@
 #include <magpie/tick_manager.h>
 
 #include "support.h"
+#include "task_support.h"
 #include "tick_support.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -495,6 +498,118 @@ TEST_CASE("tick_manager: dump lists the ticks by group with their prerequisites"
   CHECK(text.find("during_physics:\n  'physics'") != std::string::npos);
   CHECK(text.find("'camera'") != std::string::npos);
   CHECK(text.find("every 0.5 s; after 'physics'") != std::string::npos);
+}
+
+TEST_CASE("tick_manager: the game thread runs its own ticks before any-thread ones, which the workers take meanwhile") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    std::thread::id game = std::this_thread::get_id();
+    std::mutex guard;
+    std::vector<bool> game_thread_ran;  // on the game thread, in order: whether each was a game-thread tick
+    std::atomic<int> on_workers{0};
+    std::atomic<int> runs{0};
+    std::vector<std::unique_ptr<tick_function>> ticks;
+    for (int i = 0; i < 96; ++i) {
+      bool any_thread = i % 3 != 0;
+      auto body = [&, any_thread, first = i == 0](float, level_tick) {
+        runs.fetch_add(1);
+        if (std::this_thread::get_id() != game) {
+          on_workers.fetch_add(1);
+          return;
+        }
+        if (first && workers > 0) {  // the workers have any-thread chunks while the game thread is busy
+          auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (on_workers.load() == 0 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+          CHECK(on_workers.load() > 0);
+        }
+        std::lock_guard lock(guard);
+        game_thread_ran.push_back(!any_thread);
+      };
+      auto& tick = *ticks.emplace_back(std::make_unique<tick_function>(numbered("t", i), body));
+      tick.set_run_on_any_thread(any_thread);
+      tick.register_tick_function(manager);
+    }
+    for (int frame = 0; frame < 3; ++frame) {
+      run_frame(manager);
+      CHECK(runs.exchange(0) == 96);
+      std::lock_guard lock(guard);
+      if (workers == 0) {  // every tick is the game thread's
+        CHECK(game_thread_ran.size() == 96);
+      } else {  // its own 32 first, then any it took back
+        auto first_taken_back = std::find(game_thread_ran.begin(), game_thread_ran.end(), false);
+        CHECK(first_taken_back - game_thread_ran.begin() == 32);
+        CHECK(std::find(first_taken_back, game_thread_ran.end(), true) == game_thread_ran.end());
+      }
+      game_thread_ran.clear();
+      on_workers.store(0);
+    }
+  }
+}
+
+TEST_CASE("tick_manager: a frame's lower bound and efficiency come from its own tick times") {
+  using std::chrono::microseconds;
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool, {.measure_tick_times = true});
+    std::vector<std::unique_ptr<tick_function>> ticks;
+    auto add = [&](const char* name, microseconds length, ticking_group group, bool any_thread) -> tick_function& {
+      auto& tick = *ticks.emplace_back(std::make_unique<tick_function>(name, [length](float, level_tick) { spin_for(length); }));
+      tick.set_tick_group(group);
+      tick.set_end_tick_group(group);
+      tick.set_run_on_any_thread(any_thread);
+      tick.register_tick_function(manager);
+      return tick;
+    };
+    for (const char* name : {"g1", "g2", "g3", "g4"}) add(name, microseconds(1000), ticking_group::pre_physics, false);
+    for (const char* name : {"a1", "a2", "a3", "a4"}) add(name, microseconds(1000), ticking_group::post_physics, true);
+    tick_function* chain = nullptr;  // c1 -> c2 -> c3: a critical path of 3 ms
+    for (const char* name : {"c1", "c2", "c3"}) {
+      tick_function& link = add(name, microseconds(1000), ticking_group::post_physics, true);
+      if (chain != nullptr) link.add_prerequisite(*chain);
+      chain = &link;
+    }
+    for (int frame = 0; frame < 2; ++frame) {
+      run_frame(manager);
+      auto stats = manager.last_frame_stats();
+      double game = stats.game_thread_seconds, any = stats.any_thread_seconds, bound = stats.lower_bound_seconds;
+      if (workers == 0) {  // every tick is the game thread's
+        CHECK(game >= 0.011);
+        CHECK(any == 0);
+      } else {
+        CHECK(game >= 0.004);
+        CHECK(any >= 0.007);
+      }
+      CHECK(bound >= 0.004 + 0.003);
+      CHECK(bound >= game);
+      CHECK(bound >= (game + any) / (workers + 1));
+      CHECK(bound <= game + any);
+      CHECK(stats.frame_seconds >= bound);
+      CHECK(stats.efficiency == doctest::Approx(bound / stats.frame_seconds));
+      CHECK(stats.efficiency <= 1);
+    }
+  }
+  scheduler pool(tick_pool(1));
+  // A tick that may run across the waits from pre_physics to post_physics is in no segment.
+  tick_manager measured(pool, {.measure_tick_times = true});
+  tick_function spanning("spanning", [](float, level_tick) { spin_for(microseconds(2000)); });
+  spanning.set_end_tick_group(ticking_group::post_physics);
+  spanning.register_tick_function(measured);
+  run_frame(measured);
+  auto stats = measured.last_frame_stats();
+  CHECK(stats.frame_seconds >= 0.002);
+  CHECK(stats.game_thread_seconds + stats.any_thread_seconds + stats.lower_bound_seconds == 0);
+  // Unmeasured, a frame has its wall time only.
+  tick_manager unmeasured(pool);
+  tick_function tick("tick", [](float, level_tick) { spin_for(microseconds(100)); });
+  tick.register_tick_function(unmeasured);
+  run_frame(unmeasured);
+  stats = unmeasured.last_frame_stats();
+  CHECK(stats.frame_seconds >= 0.0001);
+  CHECK(stats.lower_bound_seconds == 0);
+  CHECK(stats.efficiency == 0);
 }
 
 }  // TEST_SUITE("tick_manager")

@@ -529,4 +529,33 @@ TEST_CASE("tick_schedule: ticks destroyed while workers run their group never ru
   CHECK(runs.load() > 0);
 }
 
+TEST_CASE("tick_schedule: free any-thread chunks follow the workers and each group's population") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    std::atomic<int> runs{0};
+    std::vector<std::unique_ptr<tick_function>> ticks;
+    auto add = [&](int count, ticking_group group) {
+      for (int i = 0; i < count; ++i) {
+        auto& tick = *ticks.emplace_back(
+            std::make_unique<tick_function>(numbered("t", ticks.size()), [&](float, level_tick) { runs.fetch_add(1); }));
+        tick.set_tick_group(group);
+        tick.set_end_tick_group(group);
+        tick.set_run_on_any_thread(true);
+        tick.register_tick_function(manager);
+      }
+    };
+    add(1200, ticking_group::pre_physics);  // about four chunks per worker
+    add(40, ticking_group::post_physics);   // too few for that: chunks of at least 16
+    for (int frame = 0; frame < 2; ++frame) {
+      run_frame(manager);
+      CHECK(runs.exchange(0) == 1240);
+      // no worker: every tick runs in the game thread's chunk of its group
+      std::size_t expected = workers == 0 ? 2 : 4 * workers + std::min<std::size_t>(4 * workers, 3);
+      CHECK(manager.last_frame_stats().tasks_launched == expected);
+    }
+  }
+}
+
 }  // TEST_SUITE("tick_schedule")

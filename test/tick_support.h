@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -45,6 +46,13 @@ inline void run_frame(tick_manager& manager, float delta = 1.f / 60) {
   manager.start_frame(delta);
   for (auto [group, block] : frame_groups) manager.run_tick_group(group, block);
   manager.end_frame();
+}
+
+// spin_for keeps the calling thread busy for `length`: a tick body of a known length.
+inline void spin_for(std::chrono::microseconds length) {
+  auto until = std::chrono::steady_clock::now() + length;
+  while (std::chrono::steady_clock::now() < until) {
+  }
 }
 
 // event_log records strings from any thread, in the order they arrive.

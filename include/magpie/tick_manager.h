@@ -20,7 +20,7 @@
 // prerequisites' start groups (demotion, skipping start_physics and end_physics) and must be
 // done by its end group, which a blocking run_tick_group waits for. Ticks without a
 // prerequisite to wait for run in chunks (game-thread ones in one task per group, any-thread
-// ones in chunks spread over the workers); a tick with one gets a task of its own, or joins a
+// ones in about four chunks per worker); a tick with one gets a task of its own, or joins a
 // batch. The schedule — who runs in which group, in which task, after which task — is
 // rebuilt only when a tick is registered, unregistered, enabled, disabled, re-grouped,
 // re-prioritised or given a different prerequisite; interval ticks coming off cooldown reuse
@@ -218,6 +218,9 @@ struct tick_manager_options {
   bool allow_batching = true;          // let ticks that allow batching share a task
   bool allow_async_ticks = true;       // false: any-thread ticks run on the game thread too
   int newly_spawned_pass_limit = 101;  // passes after last_demotable before runaway spawning is reported
+  // measure_tick_times times every tick (one clock read per tick) so that each frame's
+  // statistics carry its lower bound and efficiency; off, those read 0.
+  bool measure_tick_times = false;
 };
 
 // tick_frame_stats describe the last frame a tick manager ran.
@@ -229,6 +232,20 @@ struct tick_frame_stats {
   std::size_t cycles_broken;   // prerequisite edges dropped because they closed a cycle
   bool schedule_rebuilt;       // false: the previous frame's schedule was reused
   int newly_spawned_passes;    // passes after last_demotable that found ticks to run
+  double frame_seconds;        // wall time from start_frame's entry until end_frame has waited for every tick
+  // The rest is measured only with tick_manager_options::measure_tick_times (else 0), from
+  // this frame's tick times. A segment is the stretch of the frame that ends with a blocking
+  // run_tick_group (the newly-spawned passes count as one); a tick belongs to the segment of
+  // its actual start group if its actual end group lies in the same one (a tick that may run
+  // across a wait is left out). For each segment: G = the time of its game-thread ticks,
+  // A = that of its any-thread ticks, C = its critical path (the longest sum of tick times
+  // along a chain of prerequisites within it), W = the scheduler's workers. The segment
+  // cannot finish sooner than max(G, (G + A) / (W + 1), C): the game thread runs G alone,
+  // the W workers and the game thread share G + A, and a chain runs in order.
+  double game_thread_seconds;  // G summed over the segments
+  double any_thread_seconds;   // A summed over the segments
+  double lower_bound_seconds;  // the sum over the segments of max(G, (G + A) / (W + 1), C)
+  double efficiency;           // lower_bound_seconds / frame_seconds: 1 is as fast as the ticks allow
 };
 
 // tick_manager runs registered tick functions frame by frame, group by group.

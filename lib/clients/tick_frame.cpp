@@ -54,13 +54,16 @@ const char* traced_name(tick_slot& slot, const tick_function& tick) {
 
 }  // namespace
 
-void tick_manager::state::run_unit(unit& work) {
-  const unit* outer = running_unit;
-  running_unit = &work;
-  work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+// run_members runs a unit's ticks in order and returns how many ran; Measure times each
+// tick into its slot (one clock read per tick: the end of one tick starts the next).
+template <bool Measure>
+std::size_t tick_manager::state::run_members(unit& work) {
+  using clock = std::chrono::steady_clock;
   std::size_t ran = 0;
   const ticks::member* members = work.members.data();
   std::size_t count = work.members.size();
+  [[maybe_unused]] clock::time_point started;
+  if constexpr (Measure) started = clock::now();
   for (std::size_t at = 0; at < count; ++at) {
     // A unit's tick functions lie all over memory (100,000 ticks outgrow the caches): fetch
     // them well ahead, from the member list itself, so that no fetch waits for another load.
@@ -81,13 +84,31 @@ void tick_manager::state::run_unit(unit& work) {
       delta = slot->delta;
     }
     ++ran;
-    trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
-    try {
-      tick_access::execute(*tick, delta, tick_type);
-    } catch (...) {
-      ticks::report_tick_exception(*slot, std::current_exception());
+    {
+      trace::client_scope traced(trace::client_events_on() ? traced_name(*slot, *tick) : nullptr);
+      try {
+        tick_access::execute(*tick, delta, tick_type);
+      } catch (...) {
+        ticks::report_tick_exception(*slot, std::current_exception());
+      }
+    }
+    if constexpr (Measure) {
+      // The slot outlives an unregistration during the frame: it is reused only after the
+      // next build.
+      clock::time_point finished = clock::now();
+      slot->measured_seconds = std::chrono::duration<float>(finished - started).count();
+      slot->measured_frame = static_cast<std::uint32_t>(frame);
+      started = finished;
     }
   }
+  return ran;
+}
+
+void tick_manager::state::run_unit(unit& work) {
+  const unit* outer = running_unit;
+  running_unit = &work;
+  work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
+  std::size_t ran = options.measure_tick_times ? run_members<true>(work) : run_members<false>(work);
   ticks_run.fetch_add(ran, std::memory_order_relaxed);  // relaxed: see state::ticks_run
   work.run_state.store(2, std::memory_order_release);   // release: pairs with wait_until_not_running's load
   running_unit = outer;
@@ -115,15 +136,29 @@ void tick_manager::state::launch(std::uint32_t index) {
   }
 }
 
+// release launches `group`'s units: first the any-thread units whose prerequisites are
+// launched already, so that the workers start on them while the game thread launches the
+// rest; then the rest in filing order (a unit's prerequisites are filed before it, so each
+// finds its prerequisites' tasks).
 void tick_manager::state::release(ticking_group group, std::vector<std::uint32_t>& launched) {
-  for (std::uint32_t index : static_by_start[ticks::group_index(group)]) {
-    launch(index);
-    launched.push_back(index);
-  }
   auto& extra = frame_by_start[ticks::group_index(group)];
-  for (std::uint32_t index : extra) {
-    launch(index);
-    launched.push_back(index);
+  for (const auto* list : {&static_by_start[ticks::group_index(group)], &extra}) {
+    for (std::uint32_t index : *list) {
+      const unit& work = units[index];
+      if (work.game_thread) continue;
+      bool ready = std::all_of(work.prerequisites.begin(), work.prerequisites.end(),
+                               [&](std::uint32_t before) { return units[before].launched; });
+      if (!ready) continue;
+      launch(index);
+      launched.push_back(index);
+    }
+  }
+  for (const auto* list : {&static_by_start[ticks::group_index(group)], &extra}) {
+    for (std::uint32_t index : *list) {
+      if (units[index].launched) continue;
+      launch(index);
+      launched.push_back(index);
+    }
   }
   extra.clear();
 }
@@ -136,28 +171,44 @@ bool tick_manager::state::prerequisites_done(const unit& work) const {
   return true;
 }
 
-// settle_game_unit waits for a game-thread unit. Its prerequisites are older game-thread
-// units (settled already) or any-thread units, which the workers run meanwhile: the game
-// thread runs its own queue and waits in short spells rather than taking the workers' work,
-// unless the workers make no progress for a while.
-void tick_manager::state::settle_game_unit(const unit& work) {
-  int idle_spells = 0;
-  while (!work.handle.is_completed()) {
-    if (prerequisites_done(work) && work.handle.try_retract_and_execute()) continue;
-    if (pool->process_until_idle(game_named) != 0) {
-      idle_spells = 0;
-      continue;
+// settle_game_units waits for the game-thread units among due_scratch (filing order). It
+// runs each one that is ready, oldest first, and its own queue; when none is ready (each
+// waits for any-thread units), it takes back a ready any-thread unit no worker has started —
+// one the oldest waiting unit waits for, else the newest one due, which the workers would
+// reach last — rather than idle. It blocks only when there is none either, in short spells.
+void tick_manager::state::settle_game_units() {
+  game_due_scratch.clear();
+  for (std::uint32_t index : due_scratch) {
+    if (units[index].game_thread) game_due_scratch.push_back(index);
+  }
+  std::size_t oldest = 0;
+  for (;;) {
+    while (oldest < game_due_scratch.size() && units[game_due_scratch[oldest]].handle.is_completed()) ++oldest;
+    if (oldest == game_due_scratch.size()) return;
+    bool progressed = false;
+    for (std::size_t at = oldest; at < game_due_scratch.size() && !progressed; ++at) {
+      const unit& work = units[game_due_scratch[at]];
+      progressed = !work.handle.is_completed() && prerequisites_done(work) && work.handle.try_retract_and_execute();
     }
-    if (++idle_spells > 8 && work.handle.try_retract_and_execute()) continue;  // take its prerequisites back
-    work.handle.wait(std::chrono::microseconds(20));
+    if (progressed || pool->process_until_idle(game_named) != 0) continue;
+    const unit& waiting = units[game_due_scratch[oldest]];
+    auto take_back = [&](std::uint32_t index) {
+      const unit& other = units[index];
+      return !other.game_thread && !other.handle.is_completed() && prerequisites_done(other) &&
+             other.handle.try_retract_and_execute();
+    };
+    progressed = std::any_of(waiting.prerequisites.begin(), waiting.prerequisites.end(), take_back) ||
+                 std::any_of(due_scratch.rbegin(), due_scratch.rend(), take_back);
+    if (!progressed) waiting.handle.wait(std::chrono::microseconds(20));
   }
 }
 
 // wait_for waits for every launched unit that must complete by `up_to`: game-thread units
-// first, oldest first (a unit's prerequisites are older), while the workers run the rest;
-// then the rest, oldest first, the game thread taking back what has not started, from the
-// one it waits for or later ones. It blocks only in short spells, so that a game-thread unit
-// made ready meanwhile waits no longer than that.
+// first (settle_game_units), while the workers run the rest; then the rest, oldest first.
+// While one has not completed, the game thread takes back the newest ready unit no worker
+// has started — the workers steal the oldest first, so the two rarely reach for the same
+// one — and blocks only when none is left, in short spells, so that a unit made ready
+// meanwhile waits no longer than that.
 void tick_manager::state::wait_for(ticking_group up_to) {
   due_scratch.clear();
   auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
@@ -167,21 +218,19 @@ void tick_manager::state::wait_for(ticking_group up_to) {
   });
   pending.erase(keep, pending.end());
   std::sort(due_scratch.begin(), due_scratch.end());
-  for (std::uint32_t index : due_scratch) {
-    if (units[index].game_thread) settle_game_unit(units[index]);
-  }
-  std::size_t helper = 0;  // the next later unit the game thread may take back while it waits
+  settle_game_units();
+  std::size_t newest = due_scratch.size();  // the units from here on have been looked at
   for (std::size_t at = 0; at < due_scratch.size(); ++at) {
     const task<>& handle = units[due_scratch[at]].handle;
     while (!handle.is_completed()) {
-      if (handle.try_retract_and_execute()) continue;
       if (pool->process_until_idle(game_named) != 0) continue;
       bool helped = false;
-      for (helper = std::max(helper, at + 1); helper < due_scratch.size() && !helped; ++helper) {
-        const task<>& later = units[due_scratch[helper]].handle;
-        helped = !later.is_completed() && later.try_retract_and_execute();
+      while (!helped && newest > at) {
+        const unit& later = units[due_scratch[newest - 1]];
+        helped = !later.handle.is_completed() && prerequisites_done(later) && later.handle.try_retract_and_execute();
+        if (!helped) --newest;  // started, done or still waiting: the wait below takes care of it
       }
-      if (!helped) handle.wait(std::chrono::microseconds(20));
+      if (!helped) handle.wait(std::chrono::microseconds(20));  // the wait takes the unit back if it can
     }
   }
 }
@@ -252,11 +301,60 @@ void tick_manager::state::finish_frame() {
   for (tick_slot* slot : newly_spawned) slot->queued_new = false;  // registered too late: next frame
   newly_spawned.clear();
   stats.ticks_run = ticks_run.load(std::memory_order_relaxed);  // relaxed: every unit was waited for
+  stats.frame_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - frame_started).count();
+  if (options.measure_tick_times) measure_frame();
+  frame_filed.clear();
   if (attached_here) {
     pool->detach();
     attached_here = false;
   }
   in_frame = false;
+}
+
+// measure_frame computes the frame's lower bound from its tick times (see tick_frame_stats):
+// segment by segment, from the game-thread time, the any-thread time and the critical path.
+// It walks the filed ticks in filing order, in which every tick comes after its
+// prerequisites, so a tick's chain extends chains already known.
+void tick_manager::state::measure_frame() {
+  constexpr std::size_t groups = ticking_group_count;
+  std::array<std::size_t, groups> segment_of{};
+  std::size_t segments = 0;
+  for (std::size_t group = 0; group < groups; ++group) {
+    segment_of[group] = segments;
+    if (blocked[group]) ++segments;  // the newly-spawned passes: one segment after the rest
+  }
+  struct segment_times {
+    double game = 0, any = 0, critical = 0;
+  };
+  std::array<segment_times, groups + 1> times{};
+  auto confined = [&](const tick_slot& slot) {
+    return segment_of[ticks::group_index(slot.start)] == segment_of[ticks::group_index(slot.end)];
+  };
+  auto this_frame = static_cast<std::uint32_t>(frame);
+  auto visit = [&](tick_slot& slot) {
+    if (slot.measured_frame != this_frame || !confined(slot)) return;
+    std::size_t segment = segment_of[ticks::group_index(slot.start)];
+    float longest_before = 0;
+    for (const tick_slot* before : slot.kept) {
+      if (before->measured_frame == this_frame && confined(*before) &&
+          segment_of[ticks::group_index(before->start)] == segment) {
+        longest_before = std::max(longest_before, before->chain_seconds);
+      }
+    }
+    slot.chain_seconds = longest_before + slot.measured_seconds;
+    segment_times& into = times[segment];
+    into.critical = std::max(into.critical, static_cast<double>(slot.chain_seconds));
+    (slot.game_thread ? into.game : into.any) += slot.measured_seconds;
+  };
+  for (tick_slot* slot : static_filed) visit(*slot);
+  for (tick_slot* slot : frame_filed) visit(*slot);
+  double threads = static_cast<double>(pool->worker_count()) + 1;
+  for (const segment_times& each : times) {
+    stats.game_thread_seconds += each.game;
+    stats.any_thread_seconds += each.any;
+    stats.lower_bound_seconds += std::max({each.game, (each.game + each.any) / threads, each.critical});
+  }
+  stats.efficiency = stats.frame_seconds > 0 ? stats.lower_bound_seconds / stats.frame_seconds : 0;
 }
 
 }  // namespace magpie

@@ -8,6 +8,7 @@
 #include "tick_state.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -310,9 +311,12 @@ void tick_manager::start_frame(float delta_seconds, level_tick tick_type) {
   } else {
     s.game_named = *attached;
   }
+  auto started = std::chrono::steady_clock::now();
   s.drain_orphans();
   std::lock_guard guard(s.off_thread_guard);  // the units and the slots' placement change
   s.in_frame = true;
+  s.frame_started = started;
+  s.blocked.fill(false);
   ++s.frame;
   s.now += static_cast<double>(delta_seconds);
   s.frame_delta = delta_seconds;
@@ -358,6 +362,7 @@ void tick_manager::run_tick_group(ticking_group group, bool block_till_complete)
     block_till_complete = true;
   }
   trace::client_scope traced(to_string(group).data());  // a literal: NUL-terminated
+  s.blocked[index] = block_till_complete;
   s.run_group(group, block_till_complete);
   if (block_till_complete) {
     if (group == ticking_group::last_demotable) {

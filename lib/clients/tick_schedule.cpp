@@ -29,9 +29,20 @@ ticking_group skip_undemotable(ticking_group group) {
   return group;
 }
 
-// Any-thread chunks, and chunks that wait for prerequisites: big enough that a task's cost
-// spreads thin, small enough to balance (and to wait only for the prerequisites of a few).
-constexpr std::size_t any_thread_chunk = 128;
+// Chunks that wait for prerequisites: small enough that each waits only for the
+// prerequisites of a few ticks, big enough that a task's cost spreads thin: at most
+// largest_linked_chunk ticks. Any-thread ones take at most a quarter of the group's free
+// any-thread chunk (at least smallest_linked_chunk), so that the last of a group, which often
+// waits for most of the others, leaves the other threads a short tail.
+constexpr std::size_t smallest_linked_chunk = 4;
+constexpr std::size_t largest_linked_chunk = 128;
+
+// Free any-thread chunks: a group's any-thread ticks are cut into about this many chunks per
+// worker, so that each worker takes a few (the last ones balance the load, and the game
+// thread takes back those left when its own ticks are done), but no more, so that the
+// workers do not contend for many small tasks; and no chunk is smaller than smallest_chunk.
+constexpr std::size_t chunks_per_worker = 4;
+constexpr std::size_t smallest_chunk = 16;
 
 }  // namespace
 
@@ -205,15 +216,18 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
   unit_key free_key = key;
   free_key.linked = false;
   std::uint32_t free_chunk = open[free_key.index()];
+  std::size_t free_limit = free_chunk_limit[ticks::group_index(key.start)];
   bool inside_free_chunk =
-      linked && free_chunk != none && (slot.game_thread || units[free_chunk].members.size() < any_thread_chunk) &&
+      linked && free_chunk != none && (slot.game_thread || units[free_chunk].members.size() < free_limit) &&
       std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w == free_chunk; });
   std::uint32_t chosen = none;
   if (inside_free_chunk) {
     chosen = free_chunk;
   } else {
-    bool fits = candidate != none &&
-                (batch || (slot.game_thread && !linked) || units[candidate].members.size() < any_thread_chunk) &&
+    std::size_t limit = !linked          ? free_limit
+                        : slot.game_thread ? largest_linked_chunk
+                                           : std::clamp(free_limit / 4, smallest_linked_chunk, largest_linked_chunk);
+    bool fits = candidate != none && (batch || (slot.game_thread && !linked) || units[candidate].members.size() < limit) &&
                 std::all_of(waits_scratch.begin(), waits_scratch.end(), [&](std::uint32_t w) { return w <= candidate; });
     if (!fits) candidate = new_unit();
     chosen = candidate;
@@ -228,6 +242,26 @@ void tick_manager::state::file(tick_slot& slot, std::array<std::uint32_t, ticks:
   slot.member = static_cast<std::uint32_t>(into.members.size());
   into.members.emplace_back(slot, tick, tick_access::enabled(tick));
   if (for_frame) slot.placed_frame = frame;
+  (for_frame ? frame_filed : static_filed).push_back(&slot);
+}
+
+// size_chunks sets how many ticks a free any-thread chunk takes in each start group: the
+// group's any-thread ticks (counted in their own group: demoted ones run on the game
+// thread) over chunks_per_worker chunks per worker, at least smallest_chunk.
+void tick_manager::state::size_chunks() {
+  std::array<std::size_t, ticking_group_count> any_thread{};
+  unsigned workers = pool->worker_count();
+  if (options.allow_async_ticks && workers > 0) {
+    for (const tick_slot& slot : slots) {
+      if (!slot.in_schedule) continue;
+      const tick_function& tick = *slot.function.load(std::memory_order_relaxed);  // relaxed: game thread's own store
+      if (tick_access::any_thread(tick)) ++any_thread[ticks::group_index(tick_access::group(tick))];
+    }
+  }
+  std::size_t chunks = std::max<std::size_t>(workers, 1) * chunks_per_worker;
+  for (std::size_t group = 0; group < ticking_group_count; ++group) {
+    free_chunk_limit[group] = std::max(smallest_chunk, (any_thread[group] + chunks - 1) / chunks);
+  }
 }
 
 // build places every registered, enabled tick in prerequisite order (depth first, high
@@ -241,6 +275,7 @@ void tick_manager::state::build() {
   for (auto& list : static_by_start) list.clear();
   dynamic_order.clear();
   cycles.clear();
+  static_filed.clear();
   static_demoted = 0;
   static_cycles = 0;
   ++build_mark;
@@ -254,6 +289,7 @@ void tick_manager::state::build() {
     slot.in_schedule = slot.registered && tick != nullptr && tick_access::enabled(*tick);
     if (slot.in_schedule) slot.interval = tick_access::interval(*tick) > 0;
   }
+  size_chunks();
 
   std::array<std::uint32_t, ticks::unit_key_count> open;
   open.fill(none);
@@ -351,6 +387,7 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
   slot.member = 0;
   slot.placed_frame = frame;
   frame_by_start[ticks::group_index(slot.start)].push_back(index);
+  frame_filed.push_back(&slot);
   return index;
 }
 

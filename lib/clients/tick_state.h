@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -49,6 +50,10 @@ struct tick_slot {
   // Written on the game thread before the units of the frame are launched.
   std::uint64_t due_frame = 0;  // an interval tick runs only in the frame it came due
   float delta = 0;              // an interval tick's delta_seconds: the time since it last ran
+  // Tick times (tick_manager_options::measure_tick_times), each field in a hole the others
+  // leave: written by the thread that ran the tick, read by the game thread once the frame's
+  // units have completed (their completion orders the two).
+  float measured_seconds = 0;  // how long its last run took
   // The tick function, for the game thread's bookkeeping and reports; cleared (seq_cst, as
   // its member's word) by unregistration.
   std::atomic<tick_function*> function{nullptr};
@@ -64,6 +69,7 @@ struct tick_slot {
   // Cooldown (game thread only).
   double expiry = run_at_next_visit;
   std::uint32_t heap_position = none;
+  float chain_seconds = 0;  // tick times: the longest chain of its segment's ticks ending with it
   double last_run = 0;
   bool has_run = false;
 
@@ -71,6 +77,7 @@ struct tick_slot {
   bool in_schedule = false;  // registered and enabled when the schedule was built
   bool dynamic = false;      // waits (transitively) for an interval tick: placed per frame
   bool queued_new = false;   // on the newly-spawned list
+  std::uint32_t measured_frame = 0;  // tick times: the frame it last ran in (its low 32 bits)
   std::uint64_t placed_frame = 0;
   std::uint32_t unit = none;    // the unit it was last filed into
   std::uint32_t member = none;  // its place among that unit's members
@@ -203,6 +210,10 @@ struct tick_manager::state {
   std::deque<ticks::unit> units;
   std::size_t static_units = 0;
   std::array<std::vector<std::uint32_t>, ticking_group_count> static_by_start;
+  // The most ticks a free any-thread chunk takes, by start group: set by the build from the
+  // workers and the population (see size_chunks).
+  std::array<std::size_t, ticking_group_count> free_chunk_limit{};
+  std::vector<ticks::tick_slot*> static_filed;  // the cached schedule's ticks, in filing order
   std::vector<ticks::tick_slot*> dynamic_order;  // placed per frame, in prerequisite order
   std::size_t static_demoted = 0;
   std::size_t static_cycles = 0;
@@ -223,11 +234,15 @@ struct tick_manager::state {
   std::array<std::vector<std::uint32_t>, ticking_group_count> frame_by_start;
   std::vector<std::uint32_t> pending;  // launched units not yet waited for
   std::vector<ticks::tick_slot*> newly_spawned;
+  std::vector<ticks::tick_slot*> frame_filed;  // ticks filed for this frame only, in filing order
+  std::array<bool, ticking_group_count> blocked{};  // which groups' run_tick_group blocked this frame
+  std::chrono::steady_clock::time_point frame_started;
   // Scratch lists kept between frames (no allocation per frame); handles by reference.
   std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
   std::vector<std::uint32_t> due_scratch;
   std::vector<std::uint32_t> launched_scratch;
   std::vector<std::uint32_t> waits_scratch;
+  std::vector<std::uint32_t> game_due_scratch;
   std::array<std::uint32_t, ticks::unit_key_count> frame_open{};  // open frame units, by kind
   tick_frame_stats stats{};
   // relaxed: a sum read on the game thread after every unit completed (the waits order it).
@@ -275,17 +290,21 @@ struct tick_manager::state {
   void queue_newly_spawned(ticking_group context);
   std::uint32_t add_frame_unit(ticks::tick_slot& slot);
   void file(ticks::tick_slot& slot, std::array<std::uint32_t, ticks::unit_key_count>& open, bool for_frame);
+  void size_chunks();
 
   // Frames (tick_manager.cpp).
   void release(ticking_group group, std::vector<std::uint32_t>& launched);
   void launch(std::uint32_t index);
   void run_unit(ticks::unit& work);
+  template <bool Measure>
+  std::size_t run_members(ticks::unit& work);
   bool prerequisites_done(const ticks::unit& work) const;
-  void settle_game_unit(const ticks::unit& work);
+  void settle_game_units();
   void wait_for(ticking_group up_to);
   void run_group(ticking_group group, bool block);
   void run_newly_spawned_passes();
   void finish_frame();
+  void measure_frame();
 };
 
 // tick_access lets the tick manager's sources reach a tick function's private parts.
