@@ -537,6 +537,10 @@ TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal
       started = true;
       graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
           [&] { game_part_ran = true; }, "game part", nullptr, named_threads::game_thread);
+      // Not blocked in a wait until the queue ran: a wait names what it waits for, which
+      // the game thread's retraction would run at once, out of its queue's turn.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (queued_before_ran.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
       graph_event_array wait_for{on_game};
       // A worker's wait retracts and helps; the game thread pumps its queue meanwhile.
       task_graph_interface::get().wait_until_tasks_complete(wait_for);
