@@ -1,8 +1,10 @@
 // Suite "taskgraph": Unreal's legacy TaskGraph API on magpie (include/magpie/taskgraph.h):
 // ENamedThreads arithmetic, graph events, graph tasks, function tasks, the interface's
-// named-thread processing and waits, misuse reports; stress cases from Epic's own list.
+// named-thread processing, misuse reports; stress cases from Epic's own list. A named
+// thread's waits are in test/taskgraph_wait_test.cpp.
 #include "support.h"
 #include "task_support.h"
+#include "taskgraph_support.h"
 
 #include <magpie/taskgraph.h>
 
@@ -19,17 +21,10 @@ using namespace magpie;
 using namespace magpie::taskgraph;
 using test::diagnostic_recorder;
 using test::no_leaks;
+using test::attached_as;
+using test::reported;
 
 namespace {
-
-// attached_as attaches the calling thread for the lifetime of the object.
-struct attached_as {
-  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
-  ~attached_as() { pool_.detach(); }
-  attached_as(const attached_as&) = delete;
-  attached_as& operator=(const attached_as&) = delete;
-  scheduler& pool_;
-};
 
 // help_until runs queued work on this thread until `done()` holds.
 template <class Done>
@@ -37,13 +32,6 @@ void help_until(scheduler& pool, Done done) {
   while (!done()) {
     if (!pool.try_run_one()) std::this_thread::yield();
   }
-}
-
-bool reported(const diagnostic_recorder& recorder, const std::string& part) {
-  for (const auto& each : recorder.reports()) {
-    if (each.message.find(part) != std::string::npos) return true;
-  }
-  return false;
 }
 
 // recording_task is a graph task that records where and as what thread it ran.
@@ -520,133 +508,6 @@ TEST_CASE("taskgraph: a graph_event_array of done, undone and empty events works
   }
 }
 
-TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal's return-task pattern)") {
-  for (unsigned workers : {1u, 2u, 8u}) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    scheduler pool(test::options_with(workers));
-    task_graph_interface graph(pool);
-    attached_as game(pool, named_thread::game);
-    // A worker task needs the game thread to run something before it can finish.
-    std::atomic<bool> game_part_ran{false};
-    std::atomic<int> queued_before_ran{0};
-    graph_event_ref queued_before = function_graph_task::create_and_dispatch_when_ready(
-        [&] { ++queued_before_ran; }, "queued before", nullptr, named_threads::game_thread);
-    std::atomic<bool> started{false};
-    graph_event_ref worker_task = function_graph_task::create_and_dispatch_when_ready([&] {
-      started = true;
-      graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
-          [&] { game_part_ran = true; }, "game part", nullptr, named_threads::game_thread);
-      // Not blocked in a wait until the queue ran: a wait names what it waits for, which
-      // the game thread's retraction would run at once, out of its queue's turn.
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (queued_before_ran.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
-      graph_event_array wait_for{on_game};
-      // A worker's wait retracts and helps; the game thread pumps its queue meanwhile.
-      task_graph_interface::get().wait_until_tasks_complete(wait_for);
-    });
-    // Started on a worker, so the game thread's wait cannot retract it and must pump.
-    while (!started.load()) std::this_thread::yield();
-    CHECK(graph.get_current_thread_if_known() == named_threads::game_thread);
-    graph.wait_until_task_completes(worker_task, named_threads::game_thread);
-    CHECK(worker_task->is_complete());
-    CHECK(game_part_ran.load());
-    CHECK(queued_before_ran.load() == 1);  // unrelated work on the queue ran too
-    CHECK_FALSE(graph.is_thread_processing_tasks(named_threads::game_thread));
-  }
-}
-
-TEST_CASE("taskgraph: a game-thread task the game thread waits for is retracted and runs there at once") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(1));
-  task_graph_interface graph(pool);
-  attached_as game(pool, named_thread::game);
-  std::vector<int> order;
-  graph_event_ref first = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(1); }, "first",
-                                                                              nullptr, named_threads::game_thread);
-  graph_event_ref second = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(2); }, "second",
-                                                                               nullptr, named_threads::game_thread);
-  second->wait(named_threads::game_thread);
-  CHECK(order == std::vector<int>{2});  // taken out of the queue and run here
-  CHECK_FALSE(first->is_complete());
-  // The retracted one's queue entry runs nothing, and is not counted.
-  CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
-  CHECK(order == std::vector<int>{2, 1});
-}
-
-TEST_CASE("taskgraph: a wait inside the game thread's own processing never re-enters that queue") {
-  for (unsigned workers : {0u, 1u, 2u}) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    diagnostic_recorder recorder;
-    scheduler pool(test::options_with(workers));
-    task_graph_interface graph(pool);
-    attached_as game(pool, named_thread::game);
-    std::atomic<bool> inner_ran{false};
-    bool processing_seen = false;
-    function_graph_task::create_and_dispatch_when_ready([&] {
-      processing_seen = graph.is_thread_processing_tasks(named_threads::game_thread);
-      graph_event_ref inner = function_graph_task::create_and_dispatch_when_ready(
-          [&] { inner_ran = true; }, "inner", nullptr, named_threads::game_thread);
-      graph_event_ref worker = function_graph_task::create_and_dispatch_when_ready([] {}, "worker");
-      graph_event_array both{inner, worker};
-      graph.wait_until_tasks_complete(both, named_threads::game_thread);
-    }, "outer", nullptr, named_threads::game_thread);
-    CHECK(graph.process_thread_until_idle(named_threads::game_thread) >= 1);
-    CHECK(processing_seen);
-    CHECK(inner_ran.load());
-    CHECK(recorder.count() == 0);
-  }
-}
-
-TEST_CASE("taskgraph: with no workers at all, waits run the launched work and never deadlock") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(0));
-  task_graph_interface graph(pool);
-  CHECK(graph.get_num_worker_threads() == 0);
-  std::atomic<int> runs{0};
-  graph_event_array chain;
-  pool.launch("make", [&] {
-        graph_event_ref previous;
-        for (int i = 0; i < 50; ++i) {
-          graph_event_array before;
-          if (previous) before.add(previous);
-          previous = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "link", &before);
-          chain.add(previous);
-        }
-      })
-      .wait();
-  graph.wait_until_tasks_complete(chain);
-  CHECK(runs.load() == 50);
-  // The same from an attached game thread, with work for the game thread in the chain.
-  attached_as game(pool, named_thread::game);
-  graph_event_ref game_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "game part", nullptr,
-                                                                                   named_threads::game_thread);
-  graph_event_array after{game_part};
-  graph_event_ref worker_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "worker part", &after);
-  graph.wait_until_task_completes(worker_part, named_threads::game_thread);
-  CHECK(runs.load() == 52);
-}
-
-TEST_CASE("taskgraph: naming a thread the caller is not in a wait is reported, and the wait still completes") {
-  no_leaks leaks;
-  diagnostic_recorder recorder;
-  scheduler pool(test::options_with(1));
-  task_graph_interface graph(pool);
-  graph_event_ref done = pool.launch("make", [] {
-                               return function_graph_task::create_and_dispatch_when_ready([] {}, "done");
-                             }).get_result();
-  graph.wait_until_task_completes(done, named_threads::game_thread);
-  CHECK(done->is_complete());
-  graph_event_ref other = pool.launch("make", [] {
-                                return function_graph_task::create_and_dispatch_when_ready([] {}, "other");
-                              }).get_result();
-  other->wait(named_threads::actual_rendering_thread);
-  CHECK(other->is_complete());
-  CHECK(recorder.count() == 2);
-  CHECK(reported(recorder, "not that named thread"));
-}
-
 TEST_CASE("taskgraph: a desired thread magpie does not have is reported and runs on a worker") {
   no_leaks leaks;
   diagnostic_recorder recorder;
@@ -866,32 +727,6 @@ TEST_CASE("taskgraph stress: a chain of 100,000 graph events completes without d
   CHECK(previous->is_complete());
 }
 
-TEST_CASE("taskgraph: a named thread's wait runs its own commands in the order given among any-thread tasks it holds") {
-  for (unsigned workers : {0u, 1u, 2u}) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    scheduler pool(test::options_with(workers));
-    task_graph_interface graph(pool);
-    attached_as game(pool, named_thread::game);
-    std::atomic<int> any_ran{0};
-    std::vector<int> commands;
-    graph_event_array all;
-    for (int i = 0; i < 4000; ++i) {
-      if (i % 100 == 50) {
-        all.add(function_graph_task::create_and_dispatch_when_ready(
-            [&commands, i] { commands.push_back(i / 100); }, "command", nullptr, named_threads::game_thread));
-      } else {
-        all.add(function_graph_task::create_and_dispatch_when_ready([&any_ran] { any_ran.fetch_add(1); }, "work"));
-      }
-    }
-    graph.wait_until_tasks_complete(all, named_threads::game_thread);
-    for (const auto& each : all) CHECK(each->is_complete());
-    CHECK(any_ran.load() == 4000 - 40);
-    REQUIRE(commands.size() == 40);
-    for (int i = 0; i < 40; ++i) CHECK(commands[static_cast<std::size_t>(i)] == i);
-  }
-}
-
 TEST_CASE("taskgraph: a reference tells whether its task may run on a named thread, copies and arrays alike") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
@@ -1048,75 +883,6 @@ TEST_CASE("taskgraph stress: game-thread tasks sent from workers run there in th
     graph.wait_until_tasks_complete(all, named_threads::game_thread);
     CHECK(out_of_order == 0);
     for (int s = 0; s < senders; ++s) CHECK(last[static_cast<std::size_t>(s)] == per_sender - 1);
-  }
-}
-
-// holds_until_gate is a game-thread graph task that holds its completion back until `gate`.
-struct holds_until_gate {
-  graph_event_ref gate;
-  std::atomic<int>* runs;
-  named_threads::type get_desired_thread() const { return named_threads::game_thread; }
-  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
-  void do_task(named_threads::type, const graph_event_ref& self) {
-    self->dont_complete_until(gate);
-    runs->fetch_add(1);
-  }
-};
-
-TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts only what ran") {
-  // The gate opens at once (the wait's brief look sees it) or later (the wait processes
-  // the game thread's queue until its return task).
-  for (unsigned workers : test::worker_counts) {
-    for (int delay_us : {0, 5000}) {
-      CAPTURE(workers);
-      CAPTURE(delay_us);
-      no_leaks leaks;
-      diagnostic_recorder recorder;
-      scheduler pool(test::options_with(workers));
-      task_graph_interface graph(pool);
-      attached_as game(pool, named_thread::game);
-      SUBCASE("a game-thread task held back by dont_complete_until") {
-        std::atomic<int> runs{0};
-        graph_event_ref gate = graph_event::create_graph_event();
-        graph_event_ref held = graph_task<holds_until_gate>::create_task().construct_and_dispatch_when_ready(gate, &runs);
-        std::thread opener([&] {
-          while (runs.load() == 0) std::this_thread::yield();
-          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-          gate->dispatch_subsequents();
-        });
-        graph.wait_until_task_completes(held, named_threads::game_thread);
-        opener.join();
-        CHECK(held->is_complete());
-        CHECK(runs.load() == 1);
-      }
-      SUBCASE("events done and pending") {
-        graph_event_array mixed;
-        std::vector<graph_event_ref> pending;
-        for (int i = 0; i < 6; ++i) {
-          graph_event_ref event = graph_event::create_graph_event();
-          if (i % 2 == 0) {
-            event->dispatch_subsequents();
-          } else {
-            pending.push_back(event);
-          }
-          mixed.add(event);
-        }
-        std::thread dispatcher([&] {
-          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-          for (graph_event_ref& each : pending) each->dispatch_subsequents();
-        });
-        graph.wait_until_tasks_complete(mixed, named_threads::game_thread);
-        dispatcher.join();
-        for (const graph_event_ref& each : mixed) CHECK(each->is_complete());
-      }
-      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 0);
-      std::atomic<int> later_runs{0};
-      function_graph_task::create_and_dispatch_when_ready([&] { ++later_runs; }, "later", nullptr,
-                                                          named_threads::game_thread);
-      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
-      CHECK(later_runs.load() == 1);
-      CHECK(recorder.count() == 0);
-    }
   }
 }
 
