@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <exception>
 #include <string>
 #include <thread>
@@ -135,10 +136,11 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   static constexpr std::uint64_t one_queued = std::uint64_t{1} << 32;
   static constexpr std::uint64_t waiter_sleeps = std::uint64_t{1} << 31;
   static constexpr std::uint64_t in_use_mask = waiter_sleeps - 1;
-  // linger_looks is how many times a finisher with nothing queued looks at the word again,
-  // linger_pauses spin-loop hints apart, before it gives its slot back: of the order of a
-  // microsecond, a few pushes' worth, and below a task launch with a worker's wake-up.
-  static constexpr int linger_looks = 32;
+  // linger_for is how long a finisher with nothing queued keeps looking at the word,
+  // linger_pauses spin-loop hints apart, before it gives its slot back: a few pushes' worth,
+  // and less than a task launch with a worker's wake-up. Timed by the clock, since what a
+  // spin-loop hint costs differs tenfold between processors.
+  static constexpr std::chrono::nanoseconds linger_for{1000};
   static constexpr int linger_pauses = 4;
 
   static std::uint32_t in_use(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word & in_use_mask); }
@@ -150,7 +152,8 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   // came (or a waiter sleeps: no pusher is likely to come, and the waiter waits for this slot).
   bool take_queued_or_linger() noexcept {
     std::uint64_t word = occupancy_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
-    for (int look = 0;;) {
+    std::chrono::steady_clock::time_point give_up{};  // set at the first look that finds nothing
+    for (;;) {
       if (queued(word) != 0) {
         // acq_rel: as in push; the acquire sees the piece's enqueue
         if (occupancy_.compare_exchange_weak(word, word - one_queued, std::memory_order_acq_rel,
@@ -159,7 +162,13 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
         }
         continue;
       }
-      if ((word & waiter_sleeps) != 0 || ++look > linger_looks) return false;
+      if ((word & waiter_sleeps) != 0) return false;
+      const auto now = std::chrono::steady_clock::now();
+      if (give_up == std::chrono::steady_clock::time_point{}) {
+        give_up = now + linger_for;
+      } else if (now >= give_up) {
+        return false;
+      }
       for (int pause = 0; pause < linger_pauses; ++pause) cpu_relax();
       word = occupancy_.load(std::memory_order_relaxed);  // relaxed: only a guess; the CAS decides
     }
