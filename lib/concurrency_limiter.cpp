@@ -1,10 +1,22 @@
-// The concurrency limiter: one atomic word decides who runs, bits name the slots.
+// The concurrency limiter: one atomic word decides who runs, bits name the slots, and a
+// slot stays with the thread that holds it while work is queued.
 //
-// `occupancy` packs the slots in use (low half) and the pieces queued but not yet taken
-// (high half). Every decision — "take a slot", "queue behind the running ones", "take the
-// next queued piece with the slot I hold", "give my slot back" — is one CAS on that word,
-// so a piece is never left queued while a slot is free: the pusher that queues it and the
-// finisher that would give its slot back see each other in the word's modification order.
+// `occupancy` packs the slots in use (low 31 bits), a flag saying a waiter sleeps (bit 31)
+// and the pieces queued but not yet taken (high half). Every decision — "take a slot",
+// "queue behind the running ones", "take the next queued piece with the slot I hold",
+// "give my slot back" — is one CAS on that word, so a piece is never left queued while a
+// slot is free: the pusher that queues it and the finisher that would give its slot back see
+// each other in the word's modification order. Hence queued > 0 only while every slot is in
+// use, and the word reads zero exactly when every piece whose push returned has run: the
+// waiters' condition, with no second counter to keep.
+//
+// The slot bits and the task launch are paid only when a slot changes hands. While pieces
+// stay queued, a finisher keeps its slot and its bit and takes the next piece in the same
+// task: two RMWs of the shared word per piece (the pusher's count, the finisher's take) plus
+// the queue's own. A finisher that finds nothing queued lingers a moment before it gives the
+// slot back, so that a pusher slower than the pieces hands them over through the queue
+// rather than paying a task launch (and often a worker's wake-up) for each.
+//
 // A thread that counted a slot as taken then claims a free bit among `free_slots` (a
 // releaser sets its bit before it uncounts the slot, so a counted claimant always finds
 // one), and a thread that counted a queued piece as taken pops one from `queue` (a pusher
@@ -20,6 +32,7 @@
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <exception>
 #include <string>
 #include <thread>
@@ -50,7 +63,6 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   std::uint32_t max_concurrency() const noexcept { return max_concurrency_; }
 
   void push(limited_item* item) {
-    unfinished_.fetch_add(1);  // seq_cst: a waiter reading zero has seen every push before it
     queue_.push(item);
     std::uint64_t word = occupancy_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
     bool took_slot = false;
@@ -71,13 +83,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
     const bool forever = timeout >= std::chrono::steady_clock::time_point::max() - now;
     const auto deadline = forever ? std::chrono::steady_clock::time_point::max() : now + timeout;
     for (;;) {
-      if ((unfinished_.load() & count_mask) == 0) return true;
-      // Queued pieces with a slot free: run them here (a waiting worker "retracts" them).
-      std::uint32_t slot = 0;
-      if (limited_item* item = try_take_queued(slot)) {
-        run_from(slot, item);
-        continue;
-      }
+      if (all_ran(occupancy_.load())) return true;  // seq_cst: a waiter reading zero sees every piece's writes
       // Limiter tasks launched but perhaps not started: take them back and run them here,
       // or block on them (which lets a standby worker stand in for a blocked worker).
       bool retracted = false;
@@ -91,20 +97,22 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
         bool done = detail::wait(launched, forever ? nullptr : &deadline);
         --this_thread_context().holding;
         drop_handle(launched);
-        if (!done) return (unfinished_.load() & count_mask) == 0;
+        if (!done) return all_ran(occupancy_.load());  // seq_cst: as above
       }
       if (retracted) continue;
-      // Everything runs elsewhere: sleep until a piece finishes or a runner is published.
-      std::uint32_t seen = unfinished_.fetch_or(waiter_sleeps) | waiter_sleeps;  // seq_cst: pairs with publish_runner's load
-      if ((seen & count_mask) == 0) return true;
-      if (has_published_runner() || has_claimable_queued()) continue;
+      // Everything runs elsewhere: sleep until the last piece finishes or a runner is
+      // published. The epoch is read before the flag is set: a waker that saw the flag
+      // bumps it afterwards, so the sleep below cannot miss that wake-up.
+      const std::uint32_t epoch = wake_epoch_.load();  // seq_cst: before the flag, as above
+      if (!set_waiter_flag()) return true;
+      if (has_published_runner()) continue;
       spill_held_runs();  // it sleeps: a piece may need what this thread holds aside (lib/held_runs.h)
       if (forever) {
-        std_atomics::wait(unfinished_, seen);
+        std_atomics::wait(wake_epoch_, epoch);
       } else {
         auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || !std_atomics::wait_for(unfinished_, seen, left.count())) {
-          return (unfinished_.load() & count_mask) == 0;
+        if (left.count() <= 0 || !std_atomics::wait_for(wake_epoch_, epoch, left.count())) {
+          return all_ran(occupancy_.load());  // seq_cst: as above
         }
       }
     }
@@ -115,44 +123,83 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   void run_from(std::uint32_t slot, limited_item* item) noexcept {
     for (;;) {
       run_one(slot, item);
-      release_slot_bit(slot);
-      std::uint64_t word = occupancy_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
-      bool takes_next = false;
-      do {
-        takes_next = queued(word) != 0;
-        // acq_rel: as in push
-      } while (!occupancy_.compare_exchange_weak(word, takes_next ? word - one_queued : word - 1,
-                                                 std::memory_order_acq_rel,
-                                                 std::memory_order_relaxed));  // relaxed: we only retry
-      if (!takes_next) return;
-      slot = claim_free_slot();  // our own bit, most likely; any free one will do
+      if (!take_queued_or_linger()) {
+        release_slot_bit(slot);
+        if (!uncount_slot()) return;
+        slot = claim_free_slot();  // a piece was queued meanwhile: any free bit will do
+      }
       item = pop_counted();
     }
   }
 
  private:
   static constexpr std::uint64_t one_queued = std::uint64_t{1} << 32;
-  static constexpr std::uint32_t waiter_sleeps = std::uint32_t{1} << 31;
-  static constexpr std::uint32_t count_mask = waiter_sleeps - 1;
+  static constexpr std::uint64_t waiter_sleeps = std::uint64_t{1} << 31;
+  static constexpr std::uint64_t in_use_mask = waiter_sleeps - 1;
+  // linger_for is how long a finisher with nothing queued keeps looking at the word,
+  // linger_pauses spin-loop hints apart, before it gives its slot back: a few pushes' worth,
+  // and less than a task launch with a worker's wake-up. Timed by the clock, since what a
+  // spin-loop hint costs differs tenfold between processors.
+  static constexpr std::chrono::nanoseconds linger_for{1000};
+  static constexpr int linger_pauses = 4;
 
-  static std::uint32_t in_use(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word); }
+  static std::uint32_t in_use(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word & in_use_mask); }
   static std::uint32_t queued(std::uint64_t word) noexcept { return static_cast<std::uint32_t>(word >> 32); }
+  static bool all_ran(std::uint64_t word) noexcept { return (word & ~waiter_sleeps) == 0; }
 
-  // try_take_queued takes a free slot and a queued piece together, if both exist.
-  limited_item* try_take_queued(std::uint32_t& slot) noexcept {
+  // take_queued_or_linger counts a queued piece as taken with the slot the caller keeps;
+  // with nothing queued it looks again for a while, and returns false if still nothing
+  // came (or a waiter sleeps: no pusher is likely to come, and the waiter waits for this slot).
+  bool take_queued_or_linger() noexcept {
     std::uint64_t word = occupancy_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
-    do {
-      if (queued(word) == 0 || in_use(word) >= max_concurrency_) return nullptr;
-      // acq_rel: as in push
-    } while (!occupancy_.compare_exchange_weak(word, word - one_queued + 1, std::memory_order_acq_rel,
-                                               std::memory_order_relaxed));  // relaxed: we only retry
-    slot = claim_free_slot();
-    return pop_counted();
+    std::chrono::steady_clock::time_point give_up{};  // set at the first look that finds nothing
+    for (;;) {
+      if (queued(word) != 0) {
+        // acq_rel: as in push; the acquire sees the piece's enqueue
+        if (occupancy_.compare_exchange_weak(word, word - one_queued, std::memory_order_acq_rel,
+                                             std::memory_order_relaxed)) {  // relaxed: we look again
+          return true;
+        }
+        continue;
+      }
+      if ((word & waiter_sleeps) != 0) return false;
+      const auto now = std::chrono::steady_clock::now();
+      if (give_up == std::chrono::steady_clock::time_point{}) {
+        give_up = now + linger_for;
+      } else if (now >= give_up) {
+        return false;
+      }
+      for (int pause = 0; pause < linger_pauses; ++pause) cpu_relax();
+      word = occupancy_.load(std::memory_order_relaxed);  // relaxed: only a guess; the CAS decides
+    }
   }
 
-  bool has_claimable_queued() const noexcept {
-    std::uint64_t word = occupancy_.load();  // seq_cst: read after the waiter's flag, as has_published_runner
-    return queued(word) != 0 && in_use(word) < max_concurrency_;
+  // uncount_slot gives the caller's slot back, unless a piece was queued since it looked:
+  // then it counts that piece as taken with a slot instead and returns true (the caller's
+  // bit is already free; it claims one again). The last finisher wakes the sleeping waiters.
+  bool uncount_slot() noexcept {
+    std::uint64_t word = occupancy_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
+    std::uint64_t next = 0;
+    do {
+      next = queued(word) != 0 ? word - one_queued : word - 1;
+      if (all_ran(next)) next = 0;  // the last one clears the waiter flag: it wakes them below
+      // acq_rel: as in push; the release publishes the bit set before it and the piece's writes
+    } while (!occupancy_.compare_exchange_weak(word, next, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed));  // relaxed: we only retry
+    if (queued(word) != 0) return true;
+    if ((word & waiter_sleeps) != 0 && next == 0) bump_and_wake();
+    return false;
+  }
+
+  // set_waiter_flag marks that a waiter sleeps; false if every piece ran already.
+  bool set_waiter_flag() noexcept {
+    std::uint64_t word = occupancy_.load();  // seq_cst: the CAS's guess
+    do {
+      if (all_ran(word)) return false;
+      if ((word & waiter_sleeps) != 0) return true;
+      // seq_cst: the flag's store comes before the look at runners_ (Dekker with publish_runner)
+    } while (!occupancy_.compare_exchange_weak(word, word | waiter_sleeps));
+    return true;
   }
 
   bool has_published_runner() const noexcept {
@@ -200,8 +247,6 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
     } catch (...) {
       report_thrown(name);
     }
-    std::uint32_t before = unfinished_.fetch_sub(1);  // seq_cst: a waiter reading zero sees this piece's writes
-    if ((before & waiter_sleeps) != 0) wake_waiters();
   }
 
   [[gnu::cold, gnu::noinline]] static void report_thrown(const char* name) noexcept {
@@ -217,9 +262,10 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
            severity::warning);
   }
 
-  void wake_waiters() noexcept {
-    unfinished_.fetch_and(~waiter_sleeps);  // seq_cst: changes the word the sleepers compare, so none sleeps on
-    std_atomics::wake_all(unfinished_);
+  // bump_and_wake wakes every waiter asleep on the epoch (each read it before its flag).
+  void bump_and_wake() noexcept {
+    wake_epoch_.fetch_add(1);  // seq_cst: after the flag was seen; a waiter that read the old epoch does not sleep on
+    std_atomics::wake_all(wake_epoch_);
   }
 
   void launch_runner(std::uint32_t slot, limited_item* item) {
@@ -234,18 +280,21 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
     // seq_cst: a waiter either finds the task in the cell, or sets waiter_sleeps before our load below
     task_base* previous = runners_[slot].exchange(runner.base());
     if (previous != nullptr) drop_handle(previous);  // an older task of this slot: begun, since it gave the slot up
-    if ((unfinished_.load() & waiter_sleeps) != 0) wake_waiters();  // seq_cst: as above
+    if ((occupancy_.load() & waiter_sleeps) != 0) {  // seq_cst: as above
+      occupancy_.fetch_and(~waiter_sleeps);  // seq_cst: the waiters set it again before they sleep again
+      bump_and_wake();
+    }
   }
 
   const std::uint32_t max_concurrency_;
   const priority work_priority_;
   scheduler* const owner_;
   std::atomic<std::uint64_t> occupancy_{0};
+  // wake_epoch_: what a sleeping waiter waits on (futex words are 32 bits); bumped by every wake.
+  std::atomic<std::uint32_t> wake_epoch_{0};
   std::vector<std::atomic<std::uint64_t>> free_slots_;
   // runners_[slot]: a handle to the last task launched for `slot`, for waiters to retract.
   std::vector<std::atomic<task_base*>> runners_;
-  // Pieces pushed and not yet run; the high bit says a waiter sleeps on the word.
-  std::atomic<std::uint32_t> unfinished_{0};
   injection_queue<limited_item> queue_;
 };
 

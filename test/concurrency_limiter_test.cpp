@@ -341,3 +341,111 @@ TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doct
     }
   }
 }
+
+// Producers that push in bursts with gaps between them make finishers run dry again and
+// again: each one lingers, then gives its slot back, often just as a producer queues the
+// next piece. Plain per-slot memory lets TSan see two pieces in one slot at once.
+TEST_CASE("concurrency_limiter: bursts against finishers that run dry keep at most N at once, one per slot" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (std::uint32_t limit : {1u, 2u, 4u}) {
+      CAPTURE(limit);
+      no_leaks leaks;
+      scheduler pool(test::options_with(8));
+      occupancy_probe probe(limit);
+      std::vector<long> per_slot(limit, 0);
+      task_concurrency_limiter limiter(limit, priority::normal, pool);
+      constexpr int producers = 3;
+      constexpr int bursts = 40;
+      auto produce = [&](int seed) {
+        for (int burst = 0; burst < bursts; ++burst) {
+          for (int i = 0; i < 1 + (burst * 7 + seed) % 9; ++i) {
+            limiter.push("burst", [&](std::uint32_t slot) {
+              probe.enter(slot);
+              if (slot < per_slot.size()) ++per_slot[slot];
+              probe.leave(slot);
+            });
+          }
+          for (int gap = 0; gap < (burst + seed) % 4; ++gap) std::this_thread::yield();
+        }
+      };
+      std::vector<std::thread> others;
+      for (int seed = 1; seed < producers; ++seed) others.emplace_back(produce, seed);
+      produce(0);
+      for (std::thread& other : others) other.join();
+      CHECK(limiter.wait(std::chrono::seconds(30)));
+      int expected = 0;
+      for (int seed = 0; seed < producers; ++seed) {
+        for (int burst = 0; burst < bursts; ++burst) expected += 1 + (burst * 7 + seed) % 9;
+      }
+      CHECK(probe.ran.load() == expected);
+      CHECK(probe.most.load() <= static_cast<int>(limit));
+      CHECK(probe.bad_slots.load() == 0);
+      long total = 0;
+      for (long each : per_slot) total += each;
+      CHECK(total == expected);
+    }
+  }
+}
+
+// One piece at a time, each pushed a little after the previous one ends, the delay swept
+// round by round across the time a finisher takes to give its slot back: the push that
+// queues behind the running piece and the finisher giving the slot up race. A piece left
+// queued with no slot taken would never run; a waiter asleep must be woken by the last
+// finisher. Either shows as a bounded wait that times out.
+TEST_CASE("concurrency_limiter: a piece pushed as the running one gives its slot back still runs" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      for (std::uint32_t limit : {1u, 2u}) {
+        CAPTURE(workers);
+        CAPTURE(limit);
+        no_leaks leaks;
+        scheduler pool(test::options_with(workers));
+        task_concurrency_limiter limiter(limit, priority::normal, pool);
+        std::atomic<int> ran{0};
+        std::atomic<int> ending{0};
+        constexpr int rounds = 400;
+        int emptied = 0;
+        for (int round = 0; round < rounds; ++round) {
+          for (std::uint32_t i = 0; i < limit; ++i) {
+            limiter.push("ending", [&](std::uint32_t) {
+              ran.fetch_add(1);
+              ending.fetch_add(1);
+            });
+          }
+          if (workers != 0) {  // with none, the pieces run in the wait below
+            const auto seen = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (ending.load() < static_cast<int>(limit) * (round + 1) && std::chrono::steady_clock::now() < seen) {
+              std::this_thread::yield();
+            }
+            const auto pushed_at = std::chrono::steady_clock::now() + std::chrono::nanoseconds(60 * (round % 50));
+            while (std::chrono::steady_clock::now() < pushed_at) {
+            }
+          }
+          const bool slow = round % 8 == 1;  // slow enough for the waiters below to fall asleep
+          limiter.push("pushed as it ends", [&ran, slow](std::uint32_t) {
+            if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            ran.fetch_add(1);
+          });
+          if (!slow) {
+            emptied += limiter.wait(std::chrono::seconds(10)) ? 1 : 0;
+          } else {
+            // Two waiters on other threads: while one blocks on the task it took back, the
+            // other finds none and sleeps until the last piece ends.
+            std::atomic<int> both{0};
+            auto wait_here = [&] { both.fetch_add(limiter.wait(std::chrono::seconds(10)) ? 1 : 0); };
+            std::thread first(wait_here);
+            std::thread second(wait_here);
+            first.join();
+            second.join();
+            emptied += both.load() == 2 ? 1 : 0;
+          }
+          if (emptied != round + 1) break;  // one time-out says it: no need to sit through more
+        }
+        CHECK(emptied == rounds);
+        CHECK(ran.load() == rounds * static_cast<int>(limit + 1));
+      }
+    }
+  }
+}

@@ -50,6 +50,25 @@ std::optional<named_thread> named_or_report(named_threads::type thread, const ch
 // yielding in between, before it sends itself a return task and processes its queue.
 constexpr int brief_looks = 32;
 
+// retraction_chunk is how many tasks a named thread's wait hands wait_all at a time: one
+// run of the deque's (lib/task_wait.cpp takes back at most 64 at once).
+constexpr std::size_t retraction_chunk = 64;
+
+// retract_newest_first takes back and runs what it can of `run` without blocking, newest
+// first as wait_all does, a chunk at a time, and returns how many of the oldest it left
+// unseen or not complete: everything after them completed. In a batch just launched the
+// newest lie on this thread's deque and the oldest went to workers, so what is left is
+// looked at once more, and what was run here is not.
+std::size_t retract_newest_first(std::span<const graph_event_ref> run) {
+  std::size_t left = run.size();
+  while (left != 0) {
+    std::size_t first = left > retraction_chunk ? left - retraction_chunk : 0;
+    if (!magpie::wait_all(run.subspan(first, left - first), std::chrono::nanoseconds(0))) break;
+    left = first;
+  }
+  return left;
+}
+
 bool all_complete(std::span<const graph_event_ref> tasks) noexcept {
   for (const graph_event_ref& each : tasks) {
     if (!each->is_complete()) return false;
@@ -241,7 +260,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
     // given (one producer's commands to this thread, waited for in the order sent, run in
     // that order). Any-thread tasks launched from here lie on this thread's deque: a
     // wait_all that does not block takes them back in runs, newest first, up to one it
-    // cannot complete at once (one at a time, a 2^20 batch's wait took twice a wait_all's).
+    // cannot complete at once; only the tasks older than its chunk are looked at again.
     // Where each task runs is asked of its reference (may_run_on_named_thread), which knows
     // for the tasks this layer launched without reading them.
     std::vector<std::span<const graph_event_ref>> unfinished;  // the runs wait_all left
@@ -251,7 +270,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       if (none_named) end = tasks.size();
       while (end < tasks.size() && !may_run_on_named(tasks[end])) ++end;
       std::span<const graph_event_ref> run = tasks.subspan(at, end - at);
-      if (!run.empty() && !magpie::wait_all(run, std::chrono::nanoseconds(0))) unfinished.push_back(run);
+      if (std::size_t left = retract_newest_first(run); left != 0) unfinished.push_back(run.first(left));
       if (end < tasks.size()) named_tasks = true;
       at = end + 1;
     }

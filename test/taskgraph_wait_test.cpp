@@ -1,0 +1,301 @@
+// Suite "taskgraph_wait": a named thread's waits in the TaskGraph layer
+// (task_graph_interface::wait_until_tasks_complete, graph_event::wait): retraction first,
+// then Unreal's return-task pattern, never re-entering a queue being processed, the order of
+// a thread's own commands, batches whose tasks are partly run here and partly by workers.
+#include "support.h"
+#include "task_support.h"
+#include "taskgraph_support.h"
+
+#include <magpie/taskgraph.h>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace magpie;
+using namespace magpie::taskgraph;
+using test::attached_as;
+using test::diagnostic_recorder;
+using test::no_leaks;
+using test::reported;
+
+TEST_SUITE("taskgraph_wait") {
+
+TEST_CASE("taskgraph: a named thread's wait runs its own queue meanwhile (Unreal's return-task pattern)") {
+  for (unsigned workers : {1u, 2u, 8u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    // A worker task needs the game thread to run something before it can finish.
+    std::atomic<bool> game_part_ran{false};
+    std::atomic<int> queued_before_ran{0};
+    graph_event_ref queued_before = function_graph_task::create_and_dispatch_when_ready(
+        [&] { ++queued_before_ran; }, "queued before", nullptr, named_threads::game_thread);
+    std::atomic<bool> started{false};
+    graph_event_ref worker_task = function_graph_task::create_and_dispatch_when_ready([&] {
+      started = true;
+      graph_event_ref on_game = function_graph_task::create_and_dispatch_when_ready(
+          [&] { game_part_ran = true; }, "game part", nullptr, named_threads::game_thread);
+      // Not blocked in a wait until the queue ran: a wait names what it waits for, which
+      // the game thread's retraction would run at once, out of its queue's turn.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (queued_before_ran.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      graph_event_array wait_for{on_game};
+      // A worker's wait retracts and helps; the game thread pumps its queue meanwhile.
+      task_graph_interface::get().wait_until_tasks_complete(wait_for);
+    });
+    // Started on a worker, so the game thread's wait cannot retract it and must pump.
+    while (!started.load()) std::this_thread::yield();
+    CHECK(graph.get_current_thread_if_known() == named_threads::game_thread);
+    graph.wait_until_task_completes(worker_task, named_threads::game_thread);
+    CHECK(worker_task->is_complete());
+    CHECK(game_part_ran.load());
+    CHECK(queued_before_ran.load() == 1);  // unrelated work on the queue ran too
+    CHECK_FALSE(graph.is_thread_processing_tasks(named_threads::game_thread));
+  }
+}
+
+TEST_CASE("taskgraph: a game-thread task the game thread waits for is retracted and runs there at once") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  task_graph_interface graph(pool);
+  attached_as game(pool, named_thread::game);
+  std::vector<int> order;
+  graph_event_ref first = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(1); }, "first",
+                                                                              nullptr, named_threads::game_thread);
+  graph_event_ref second = function_graph_task::create_and_dispatch_when_ready([&] { order.push_back(2); }, "second",
+                                                                               nullptr, named_threads::game_thread);
+  second->wait(named_threads::game_thread);
+  CHECK(order == std::vector<int>{2});  // taken out of the queue and run here
+  CHECK_FALSE(first->is_complete());
+  // The retracted one's queue entry runs nothing, and is not counted.
+  CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
+  CHECK(order == std::vector<int>{2, 1});
+}
+
+TEST_CASE("taskgraph: a wait inside the game thread's own processing never re-enters that queue") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<bool> inner_ran{false};
+    bool processing_seen = false;
+    function_graph_task::create_and_dispatch_when_ready([&] {
+      processing_seen = graph.is_thread_processing_tasks(named_threads::game_thread);
+      graph_event_ref inner = function_graph_task::create_and_dispatch_when_ready(
+          [&] { inner_ran = true; }, "inner", nullptr, named_threads::game_thread);
+      graph_event_ref worker = function_graph_task::create_and_dispatch_when_ready([] {}, "worker");
+      graph_event_array both{inner, worker};
+      graph.wait_until_tasks_complete(both, named_threads::game_thread);
+    }, "outer", nullptr, named_threads::game_thread);
+    CHECK(graph.process_thread_until_idle(named_threads::game_thread) >= 1);
+    CHECK(processing_seen);
+    CHECK(inner_ran.load());
+    CHECK(recorder.count() == 0);
+  }
+}
+
+TEST_CASE("taskgraph: with no workers at all, waits run the launched work and never deadlock") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_graph_interface graph(pool);
+  CHECK(graph.get_num_worker_threads() == 0);
+  std::atomic<int> runs{0};
+  graph_event_array chain;
+  pool.launch("make", [&] {
+        graph_event_ref previous;
+        for (int i = 0; i < 50; ++i) {
+          graph_event_array before;
+          if (previous) before.add(previous);
+          previous = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "link", &before);
+          chain.add(previous);
+        }
+      })
+      .wait();
+  graph.wait_until_tasks_complete(chain);
+  CHECK(runs.load() == 50);
+  // The same from an attached game thread, with work for the game thread in the chain.
+  attached_as game(pool, named_thread::game);
+  graph_event_ref game_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "game part", nullptr,
+                                                                                   named_threads::game_thread);
+  graph_event_array after{game_part};
+  graph_event_ref worker_part = function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "worker part", &after);
+  graph.wait_until_task_completes(worker_part, named_threads::game_thread);
+  CHECK(runs.load() == 52);
+}
+
+TEST_CASE("taskgraph: naming a thread the caller is not in a wait is reported, and the wait still completes") {
+  no_leaks leaks;
+  diagnostic_recorder recorder;
+  scheduler pool(test::options_with(1));
+  task_graph_interface graph(pool);
+  graph_event_ref done = pool.launch("make", [] {
+                               return function_graph_task::create_and_dispatch_when_ready([] {}, "done");
+                             }).get_result();
+  graph.wait_until_task_completes(done, named_threads::game_thread);
+  CHECK(done->is_complete());
+  graph_event_ref other = pool.launch("make", [] {
+                                return function_graph_task::create_and_dispatch_when_ready([] {}, "other");
+                              }).get_result();
+  other->wait(named_threads::actual_rendering_thread);
+  CHECK(other->is_complete());
+  CHECK(recorder.count() == 2);
+  CHECK(reported(recorder, "not that named thread"));
+}
+
+TEST_CASE("taskgraph: a named thread's wait runs its own commands in the order given among any-thread tasks it holds") {
+  for (unsigned workers : {0u, 1u, 2u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    task_graph_interface graph(pool);
+    attached_as game(pool, named_thread::game);
+    std::atomic<int> any_ran{0};
+    std::vector<int> commands;
+    graph_event_array all;
+    for (int i = 0; i < 4000; ++i) {
+      if (i % 100 == 50) {
+        all.add(function_graph_task::create_and_dispatch_when_ready(
+            [&commands, i] { commands.push_back(i / 100); }, "command", nullptr, named_threads::game_thread));
+      } else {
+        all.add(function_graph_task::create_and_dispatch_when_ready([&any_ran] { any_ran.fetch_add(1); }, "work"));
+      }
+    }
+    graph.wait_until_tasks_complete(all, named_threads::game_thread);
+    for (const auto& each : all) CHECK(each->is_complete());
+    CHECK(any_ran.load() == 4000 - 40);
+    REQUIRE(commands.size() == 40);
+    for (int i = 0; i < 40; ++i) CHECK(commands[static_cast<std::size_t>(i)] == i);
+  }
+}
+
+// holds_until_gate is a game-thread graph task that holds its completion back until `gate`.
+struct holds_until_gate {
+  graph_event_ref gate;
+  std::atomic<int>* runs;
+  named_threads::type get_desired_thread() const { return named_threads::game_thread; }
+  static subsequents_mode get_subsequents_mode() { return subsequents_mode::track_subsequents; }
+  void do_task(named_threads::type, const graph_event_ref& self) {
+    self->dont_complete_until(gate);
+    runs->fetch_add(1);
+  }
+};
+
+TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts only what ran") {
+  // The gate opens at once (the wait's brief look sees it) or later (the wait processes
+  // the game thread's queue until its return task).
+  for (unsigned workers : test::worker_counts) {
+    for (int delay_us : {0, 5000}) {
+      CAPTURE(workers);
+      CAPTURE(delay_us);
+      no_leaks leaks;
+      diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      attached_as game(pool, named_thread::game);
+      SUBCASE("a game-thread task held back by dont_complete_until") {
+        std::atomic<int> runs{0};
+        graph_event_ref gate = graph_event::create_graph_event();
+        graph_event_ref held = graph_task<holds_until_gate>::create_task().construct_and_dispatch_when_ready(gate, &runs);
+        std::thread opener([&] {
+          while (runs.load() == 0) std::this_thread::yield();
+          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+          gate->dispatch_subsequents();
+        });
+        graph.wait_until_task_completes(held, named_threads::game_thread);
+        opener.join();
+        CHECK(held->is_complete());
+        CHECK(runs.load() == 1);
+      }
+      SUBCASE("events done and pending") {
+        graph_event_array mixed;
+        std::vector<graph_event_ref> pending;
+        for (int i = 0; i < 6; ++i) {
+          graph_event_ref event = graph_event::create_graph_event();
+          if (i % 2 == 0) {
+            event->dispatch_subsequents();
+          } else {
+            pending.push_back(event);
+          }
+          mixed.add(event);
+        }
+        std::thread dispatcher([&] {
+          if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+          for (graph_event_ref& each : pending) each->dispatch_subsequents();
+        });
+        graph.wait_until_tasks_complete(mixed, named_threads::game_thread);
+        dispatcher.join();
+        for (const graph_event_ref& each : mixed) CHECK(each->is_complete());
+      }
+      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 0);
+      std::atomic<int> later_runs{0};
+      function_graph_task::create_and_dispatch_when_ready([&] { ++later_runs; }, "later", nullptr,
+                                                          named_threads::game_thread);
+      CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
+      CHECK(later_runs.load() == 1);
+      CHECK(recorder.count() == 0);
+    }
+  }
+}
+
+// A batch waited for from the game thread, with one task held running: the wait takes back
+// the newest part a chunk at a time, so the held one may lie in the newest chunk, on a
+// chunk's edge, among the oldest (on a worker), or be the only one. The wait returns only
+// once it completed, whichever chunk it was in.
+TEST_CASE("taskgraph: a game-thread wait for a batch returns only once its held task completed, wherever it lies") {
+  constexpr std::size_t batch = 1000;  // not a multiple of the wait's chunks
+  for (unsigned workers : {1u, 2u, 8u}) {
+    for (std::size_t held_at : {std::size_t{0}, std::size_t{63}, std::size_t{500}, batch - 65, batch - 64, batch - 1}) {
+      CAPTURE(workers);
+      CAPTURE(held_at);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      attached_as game(pool, named_thread::game);
+      std::atomic<bool> held_started{false};
+      std::atomic<bool> release{false};
+      std::atomic<bool> held_done{false};
+      std::atomic<std::size_t> ran{0};
+      graph_event_array all;
+      all.reserve(batch);
+      for (std::size_t i = 0; i < batch; ++i) {
+        if (i == held_at) {
+          all.add(function_graph_task::create_and_dispatch_when_ready([&] {
+            held_started = true;
+            const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (!release.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+            held_done = true;
+            ran.fetch_add(1);
+          }, "held"));
+        } else {
+          all.add(function_graph_task::create_and_dispatch_when_ready([&ran] { ran.fetch_add(1); }, "quick"));
+        }
+      }
+      // Released a while after it starts: on a worker, or on this thread once taken back.
+      std::thread releaser([&] {
+        while (!held_started.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        release = true;
+      });
+      graph.wait_until_tasks_complete(all, named_threads::game_thread);
+      const bool held_done_at_return = held_done.load();
+      const std::size_t ran_at_return = ran.load();
+      releaser.join();
+      CHECK(held_done_at_return);
+      CHECK(ran_at_return == batch);
+      for (const graph_event_ref& each : all) CHECK(each->is_complete());
+    }
+  }
+}
+
+}  // TEST_SUITE
