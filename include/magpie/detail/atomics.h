@@ -23,8 +23,8 @@ namespace magpie::detail {
 using call_site = std::source_location;
 #else
 // call_site is where a fence was called from: the caller's source location in the counting
-// build (magpie/detail/counted_atomic.h), an empty argument that compiles to nothing
-// otherwise.
+// build (magpie/detail/counted_atomic.h), an empty argument otherwise, where counting::on_fence
+// compiles to nothing too.
 struct call_site {
   static constexpr call_site current() noexcept { return {}; }
 };
