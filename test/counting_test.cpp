@@ -9,9 +9,9 @@
 #include <magpie/detail/counted_atomic.h>
 
 #include <cstring>
-#include <vector>
 #include <semaphore>
 #include <thread>
+#include <vector>
 
 namespace {
 
