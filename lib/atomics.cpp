@@ -36,18 +36,19 @@ bool std_atomics::enable_asymmetric_barriers() noexcept {
   return registered;
 }
 
-void std_atomics::heavy_barrier() noexcept {
+void std_atomics::heavy_barrier(call_site where) noexcept {
   if (!asymmetric_barriers_enabled.load(std::memory_order_relaxed)) {  // relaxed: as above
-    fence_seq_cst();
+    fence_seq_cst(where);
     return;
   }
+  counting::on_fence(counting::operation::heavy_barrier, where);
   // Registered, the command cannot fail (EINVAL and EPERM are the unregistered answers);
   // should it, no thread's barrier was made, and going on would lose a wake-up.
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) std::abort();
 }
 #else
 bool std_atomics::enable_asymmetric_barriers() noexcept { return false; }
-void std_atomics::heavy_barrier() noexcept { fence_seq_cst(); }
+void std_atomics::heavy_barrier(call_site where) noexcept { fence_seq_cst(where); }
 #endif
 
 #if defined(__linux__)

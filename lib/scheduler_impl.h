@@ -26,7 +26,7 @@ using detail::work_item;
 // or a priority check is one load instead of a probe of moodycamel's producer lists.
 struct counted_queue {
   detail::injection_queue<work_item> items;
-  alignas(detail::cache_line) std::atomic<std::int64_t> size{0};
+  alignas(detail::cache_line) detail::std_atomics::atomic<std::int64_t> size{0};
 
   void push(work_item* item) {
     items.push(item);
@@ -357,12 +357,12 @@ struct scheduler::impl {
   // so does a worker that finds work in its last look before parking. Without it a
   // launcher feeding a wide pool pays a futex wake per task, as each idle worker parks and
   // is woken again. Go's scheduler counts its spinning threads so, the woken among them.
-  alignas(detail::cache_line) std::array<std::atomic<std::uint32_t>, 2> searching{};
+  alignas(detail::cache_line) std::array<detail::std_atomics::atomic<std::uint32_t>, 2> searching{};
   std::array<standby_pool, 2> standby;  // indexed by worker_kind
 
   // parked: low 32 bits count parked threads, high 32 bits count park/unpark transitions,
   // so shutdown can tell "everyone stayed parked while I looked at the queues".
-  std::atomic<std::uint64_t> parked{0};
+  detail::std_atomics::atomic<std::uint64_t> parked{0};
   detail::event_count<> parking_news;  // shutdown waits here for workers to park
 
   std::atomic<bool> accepting{true};

@@ -13,7 +13,7 @@
 #                                        other suites' shapes: nqueens_board 12–14, integrate
 #                                        ~10^7–10^8 calls, matmul_quadrants 128–1024), 3 runs
 #                                        each; a size predicted to run over 4 s is skipped
-#   FORK_JOIN_ONLY=uts tools/bench.sh --only fork_join   one fork-join workload only
+#   FORK_JOIN_ONLY=uts tools/bench.sh --only fork_join   one fork-join workload only (or a comma list)
 #   tools/bench.sh --taskflow DIR        also the Taskflow peers, from a Taskflow checkout
 #                                        (or TASKFLOW_DIR=DIR; a build set up with one keeps it)
 #   tools/bench.sh --libfork DIR         also the libfork peers of the coroutine fib and the

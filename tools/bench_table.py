@@ -10,6 +10,7 @@ rounds' medians.
 
     tools/bench_table.py bench/results/run-<stamp>.jsonl
     tools/bench_table.py --memory bench/results/run-<stamp>.jsonl   # peak resident MB instead
+    tools/bench_table.py --best-peer bench/results/scaling-<stamp>.jsonl  # one peer column: the fastest
 """
 import argparse
 import json
@@ -97,10 +98,25 @@ def ratio(mine, theirs, field="median_s"):
     return "-"
 
 
+def best_peer_line(workload, param, threads, systems, one):
+    """One row of the --best-peer table: magpie beside the fastest peer of the row (the serial
+    baseline is no peer)."""
+    mine = systems.get("magpie")
+    peers = [(record["median_s"], system, record) for system, record in systems.items()
+             if system not in ("magpie", "serial") and record.get("unit", "s") == (mine or record).get("unit", "s")]
+    best = min(peers, key=lambda peer: peer[0]) if peers else None
+    name, theirs = (best[1], best[2]) if best else ("-", None)
+    timed = mine and mine.get("unit", "s") == "s"
+    speedup = f"{one['median_s'] / mine['median_s']:.2f}x" if timed and one and threads > 1 and mine["median_s"] > 0 else ""
+    return (f"{workload:<28} {param:<9} {threads:>3}  {cell(mine):>10}  {name:>12} {cell(theirs):>11}"
+            f"  {ratio(mine, theirs):>6}  {speedup}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", help="JSON-lines file(s) from one run")
     parser.add_argument("--memory", action="store_true", help="cells and ratios of peak resident memory per measurement")
+    parser.add_argument("--best-peer", action="store_true", help="one peer column per row: the fastest peer of that row")
     args = parser.parse_args()
     field = "peak_rss_kb" if args.memory else "median_s"
     rows = load(args.results)
@@ -118,6 +134,17 @@ def main():
         if param not in params[workload]:
             params[workload].append(param)
     keys = sorted(rows, key=lambda key: (workloads.index(key[0]), params[key[0]].index(key[1]), key[2]))
+    if args.best_peer:
+        header = f"{'workload':<28} {'param':<9} {'thr':>3}  {'magpie':>10}  {'best peer':>12} {'':>11}  {'ratio':>6}  speedup"
+        print(header)
+        print("-" * len(header))
+        for workload, param, threads in keys:
+            one = rows.get((workload, param, 1), {}).get("magpie")
+            print(best_peer_line(workload, param, threads, rows[(workload, param, threads)], one))
+        print("\ncells as in the full table (ns per task per core, or microseconds); best peer: the peer with the")
+        print("lowest median in that row; ratio: magpie / best peer, below 1 = magpie faster than every peer;")
+        print("speedup: magpie at N threads over magpie at 1 thread")
+        return 0
     peers = ordered_peers(rows)
     name_width = max([24] + [len(workload) for workload in workloads])  # the newcomer rows' names are long
     header = f"{'workload':<{name_width}} {'param':<9} {'thr':>3}  {'magpie':>10}"

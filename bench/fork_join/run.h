@@ -23,11 +23,13 @@ std::vector<T> sizes(const bench::options& chosen, T quick, T usual, std::vector
 }
 
 // row_wanted says whether to measure `workload`: every one, unless the environment
-// variable FORK_JOIN_ONLY names the single workload to measure (a profile of one row, or
-// a quick look at one shape on a busy host).
+// variable FORK_JOIN_ONLY names the workloads to measure, separated by commas (a profile of
+// one row, a quick look at one shape on a busy host, the rows of tools/scaling.sh).
 inline bool row_wanted(const char* workload) {
   const char* only = std::getenv("FORK_JOIN_ONLY");
-  return only == nullptr || *only == '\0' || std::string(only) == workload;
+  if (only == nullptr || *only == '\0') return true;
+  const std::string names = std::string(",") + only + ",";
+  return names.find(std::string(",") + workload + ",") != std::string::npos;
 }
 
 // growth_guard skips the sizes of a sweep that would take too long on this system: it

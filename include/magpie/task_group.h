@@ -287,10 +287,10 @@ class task_group {
   const std::atomic<bool>* home_accepting_ = nullptr;
   bool wakes_workers_ = false;  // the scheduler has workers to wake for a pushed child
   // Written by the home thread only: a relaxed load and store, no read-modify-write.
-  std::atomic<std::uint32_t> spawned_at_home_{0};
+  detail::std_atomics::atomic<std::uint32_t> spawned_at_home_{0};
   std::uint32_t home_counted_ = 0;  // the joiner's: how many home spawns it has accounted for
-  alignas(64) std::atomic<std::uint32_t> unfinished_{0};
-  std::atomic<void*> thief_{nullptr};  // the last worker that ran one of our children: leapfrog target
+  alignas(64) detail::std_atomics::atomic<std::uint32_t> unfinished_{0};
+  detail::std_atomics::atomic<void*> thief_{nullptr};  // the last worker that ran one of our children: leapfrog target
   // Children nobody but the joiner can run (no workers, no deque of our own): a stack the
   // joiner takes whole, so its children run newest first without a queue in between.
   std::atomic<detail::group_child_base*> private_children_{nullptr};

@@ -13,7 +13,26 @@
 #include <atomic>
 #include <cstdint>
 
+#if MAGPIE_COUNTING
+#include <magpie/detail/counted_atomic.h>
+#endif
+
 namespace magpie::detail {
+
+#if MAGPIE_COUNTING
+using call_site = std::source_location;
+#else
+// call_site is where a fence was called from: the caller's source location in the counting
+// build (magpie/detail/counted_atomic.h), an empty argument otherwise, where counting::on_fence
+// compiles to nothing too.
+struct call_site {
+  static constexpr call_site current() noexcept { return {}; }
+};
+namespace counting {
+enum class operation : std::uint8_t { fence, light_barrier, heavy_barrier };
+inline void on_fence(operation, call_site) noexcept {}
+}  // namespace counting
+#endif
 
 // asymmetric_barriers_enabled says light_barrier may be a compiler barrier only: the heavy
 // half is membarrier. Set once, by the first scheduler's constructor (before any task
@@ -23,7 +42,11 @@ extern std::atomic<bool> asymmetric_barriers_enabled;
 // std_atomics is the production policy: plain std::atomic plus futex parking on Linux.
 struct std_atomics {
   template <class T>
+#if MAGPIE_COUNTING
+  using atomic = counting::counted_atomic<T>;
+#else
   using atomic = std::atomic<T>;
+#endif
 
   // wait blocks while `word` still holds `expected`; it may return spuriously.
   static void wait(std::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept;
@@ -43,7 +66,8 @@ struct std_atomics {
   // asymmetric barriers below. Under ThreadSanitizer, which neither models fences nor lets
   // GCC compile them with -Werror, it is a seq_cst read-modify-write on a shared word
   // instead.
-  static void fence_seq_cst() noexcept {
+  static void fence_seq_cst(call_site where = call_site::current()) noexcept {
+    counting::on_fence(counting::operation::fence, where);
 #if defined(__SANITIZE_THREAD__)
     static std::atomic<std::uint32_t> tsan_fence_word{0};
     tsan_fence_word.fetch_add(0, std::memory_order_seq_cst);
@@ -59,11 +83,12 @@ struct std_atomics {
   // fence_after_atomic is fence_seq_cst for a caller whose last atomic operation was a
   // read-modify-write: on x86-64 that locked instruction already is a full barrier, so only
   // the compiler is held back (as Linux's smp_mb__after_atomic).
-  static void fence_after_atomic() noexcept {
+  static void fence_after_atomic(call_site where = call_site::current()) noexcept {
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    (void)where;
     std::atomic_signal_fence(std::memory_order_seq_cst);
 #else
-    fence_seq_cst();
+    fence_seq_cst(where);
 #endif
   }
 
@@ -76,14 +101,15 @@ struct std_atomics {
   // barrier before it returns, so one lands between the light side's store and its look, or
   // before both, or after both. Where membarrier is unavailable both halves are
   // fence_seq_cst. (As liburcu's and folly's asymmetric fences.)
-  static void light_barrier() noexcept {
+  static void light_barrier(call_site where = call_site::current()) noexcept {
     if (asymmetric_barriers_enabled.load(std::memory_order_relaxed)) {  // relaxed: set before any task existed
+      counting::on_fence(counting::operation::light_barrier, where);
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
-      fence_seq_cst();
+      fence_seq_cst(where);
     }
   }
-  static void heavy_barrier() noexcept;
+  static void heavy_barrier(call_site where = call_site::current()) noexcept;
 
   // chaos_point is a chaos point (magpie/chaos.h) inside a lock-free template; the Relacy
   // policy's is empty, as the model checker chooses the schedules itself.

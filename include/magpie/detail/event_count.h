@@ -135,15 +135,17 @@ class event_count {
     // before we read the waiter count.
     Atomics::chaos_point(chaos::site::wake);
     Atomics::fence_seq_cst();
-    return notify_one_unless(nullptr);
+    return notify_one_unless<atomic<std::uint32_t>>(nullptr);
   }
 
   // notify_one_unless is notify_one for a caller that has made the fence itself, and that
   // may skip the wake-up while `covered` (when given) is non-zero: a word the would-be
   // waker's helpers raise while they look for the work anyway (searching workers). It is
   // read only when a waiter needs a wake-up, after the fence, so a helper that lowers it,
-  // then fences and looks again, sees what the caller published.
-  bool notify_one_unless(const atomic<std::uint32_t>* covered) noexcept {
+  // then fences and looks again, sees what the caller published. Any word with a load
+  // serves (the counting build's atomics are not the caller's).
+  template <class Word>
+  bool notify_one_unless(const Word* covered) noexcept {
     std::uint64_t seen = state_.load(std::memory_order_relaxed);  // relaxed: ordered by the caller's fence
     if (signals_in(seen) == waiters_in(seen)) return false;
     if (covered != nullptr && covered->load(std::memory_order_relaxed) != 0) return false;  // relaxed: ordered by the caller's fence

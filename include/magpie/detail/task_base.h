@@ -156,11 +156,11 @@ struct task_base : work_item {
   static constexpr std::uint8_t resumes_coroutine = 1u << 6;
 
   task_state<> state;
-  std::atomic<std::uint8_t> flags{0};
+  std_atomics::atomic<std::uint8_t> flags{0};
   std::uint8_t kind_and_priority = 0;  // kind() in bits 0-1, task_priority() in 2-4, has_own_group
   std::uint8_t target = target_none;   // named thread: index << 2 | local queue << 1 | high
   std::uint8_t owner_index = 0;        // its scheduler's slot among the living ones (lib/: owner_of)
-  std::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
+  std_atomics::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
   subsequent_list<task_edge> subsequents;
   task_extras* extras = nullptr;  // written before launch (before trigger) or by the running body
 
