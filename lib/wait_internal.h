@@ -7,6 +7,7 @@
 #pragma once
 
 #include "deque_owner_view.h"
+#include "held_runs.h"
 #include "task_internal.h"
 
 #include <chrono>
@@ -101,9 +102,25 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
 bool is_stale_task(work_item* item) noexcept;
 void drop_stale(work_item* item) noexcept;
 
+// at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
+// out of the queues (thread_context::holding). (A task_group child run by its joiner leaves
+// nothing beneath that matters: it was the newest entry when popped, so whatever lies above
+// it was queued from inside it.)
+inline bool at_top_level() noexcept {
+  const thread_context& context = this_thread_context();
+  return innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
+}
+
 // in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
-// order (lib/wait_launch_order.cpp). `owner` is this thread's scheduler or pinned.
-bool in_launch_order_here(const scheduler::impl* owner) noexcept;
+// order (lib/wait_launch_order.cpp, "Launch order without workers"): its scheduler has no
+// workers and the thread is at top level. `owner` is this thread's scheduler or pinned. Not
+// after a held run was spilled, until this thread's wait_alls return (lib/held_runs.h): its
+// entries went back on top of newer ones. Inline: every wait's first take-back asks.
+inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
+  const thread_context& context = this_thread_context();
+  bool no_workers = context.owner == owner ? context.self == nullptr && !context.wakes_workers : owner->workers.empty();
+  return no_workers && at_top_level() && !spilled_in_wait_all;
+}
 
 // run_in_launch_order is a wait's step in launch order for `task`, whose scheduler has no
 // workers, from a thread at top level: nothing when it did not find the task queued here,

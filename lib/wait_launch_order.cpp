@@ -31,29 +31,6 @@ constexpr std::size_t run_limit = 64;
 // oldest first (take_oldest_run), whatever their types, when its range starts at the
 // deque's oldest end (waits_in_launch_order), since it waits for all of them anyway.
 
-// at_top_level: this thread runs no body, item or help of any scheduler, and holds no work
-// out of the queues (thread_context::holding). (A task_group child run by its joiner leaves
-// nothing beneath that matters: it was the newest entry when popped, so whatever lies above
-// it was queued from inside it.)
-bool at_top_level() noexcept {
-  const thread_context& context = this_thread_context();
-  return innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
-}
-
-}  // namespace
-
-// in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
-// order (above). `owner` is this thread's scheduler or pinned. Not after a held run was
-// spilled, until this thread's wait_alls return (lib/held_runs.h): its entries went back
-// on top of newer ones.
-bool in_launch_order_here(const scheduler::impl* owner) noexcept {
-  const thread_context& context = this_thread_context();
-  bool no_workers = context.owner == owner ? context.self == nullptr && !context.wakes_workers : owner->workers.empty();
-  return no_workers && at_top_level() && !spilled_in_wait_all;
-}
-
-namespace {
-
 // run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
 // below it when this call began, oldest first, up to `task` if it is among them (then what
 // run_taken_back says of it); nothing when it was not. An entry of another type is taken,

@@ -186,7 +186,7 @@ void finish_open(task_base* task) noexcept {
 
 // finish_begun ends a task this thread began as finishes_open after taking it back off its
 // own deque, and disposes of the queue's reference; true when it completed here.
-bool finish_begun(task_base* task, task_base* const* through) noexcept {
+[[gnu::always_inline]] inline bool finish_begun(task_base* task, task_base* const* through) noexcept {
   if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
     finish_open(task);
   } else if (finish_body(task)) {
@@ -199,9 +199,8 @@ bool finish_begun(task_base* task, task_base* const* through) noexcept {
   return true;
 }
 
-}  // namespace
-
-bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool open) noexcept {
+// run_taken_back_here is run_taken_back, inlined on the path of a launch followed by its wait.
+inline bool run_taken_back_here(task_base* task, unsigned depth, task_base* const* through, bool open) noexcept {
   bool takes_prerequisites = false;
   if (!task->state.try_begin_execution(takes_prerequisites, open)) {
     bool done = task->is_completed();
@@ -220,6 +219,12 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
   return true;
 }
 
+}  // namespace
+
+bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool open) noexcept {
+  return run_taken_back_here(task, depth, through, open);
+}
+
 namespace {
 
 // run_taken_back_and_trim is run_taken_back for a task taken back off `own`, this thread's
@@ -227,7 +232,7 @@ namespace {
 // own deque itself).
 bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* through, bool finish_open,
                              task_deque* own, scheduler::impl* owner) noexcept {
-  bool done = run_taken_back(task, depth, through, finish_open);
+  bool done = run_taken_back_here(task, depth, through, finish_open);
   if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
   return done;
 }
