@@ -96,6 +96,11 @@ class held_reference {
 // (retract's finish_open). True when the task is complete or ran here.
 bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool open = true) noexcept;
 
+// run_held_run runs the entries of `held` (wait_all's run: `taken[i]`, the task of the
+// handle `handles[i]`) one by one, each as run_taken_back, until each ran or the rest were
+// spilled.
+void run_held_run(held_run& held, work_item* const* taken, task_base* const* const* handles) noexcept;
+
 // is_stale_task says whether `item`, taken off this thread's deque, is the entry of a task
 // this thread already claimed where it lay (lib/wait_retraction.cpp, "Stale entries");
 // drop_stale drops such an entry's reference.

@@ -142,7 +142,7 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   if (run == 0) run = take_back_run(own, handles, count, taken);
   if (run == 0) return 0;
   held_run held(taken, run, own, found.owner());
-  for (std::size_t i = 0; held.next(i);) run_taken_back(static_cast<task_base*>(taken[i]), 0, handles[i]);
+  run_held_run(held, taken, handles);
   return run;
 }
 

@@ -225,6 +225,10 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
   return run_taken_back_here(task, depth, through, open);
 }
 
+void run_held_run(held_run& held, work_item* const* taken, task_base* const* const* handles) noexcept {
+  for (std::size_t i = 0; held.next(i);) run_taken_back_here(static_cast<task_base*>(taken[i]), 0, handles[i], true);
+}
+
 namespace {
 
 // run_taken_back_and_trim is run_taken_back for a task taken back off `own`, this thread's
