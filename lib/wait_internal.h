@@ -128,9 +128,10 @@ inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 }
 
 // run_in_launch_order is a wait's step in launch order for `task`, whose scheduler has no
-// workers, from a thread at top level: nothing when it did not find the task queued here,
-// else what run_taken_back says. It stops once `deadline` (if any) has passed; `ran_any`
-// says whether it ran anything.
+// workers, from a thread at top level: rounds of run_queued_before (lib/wait_launch_order.cpp)
+// for as long as each runs something and the task is not complete. Nothing when it did not
+// find the task queued here, else what run_taken_back says. It stops once `deadline` (if
+// any) has passed; `ran_any` says whether its last round ran anything.
 std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::steady_clock::time_point* deadline,
                                         bool& ran_any) noexcept;
 

@@ -91,9 +91,16 @@ std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::stea
                                         bool& ran_any) noexcept {
   ran_any = false;
   if (task->target != target_none) return std::nullopt;  // on a named thread's queue, not the deque
-  waiter_deque found(task);
+  waiter_deque found(task);  // found and pinned once for every round
   if (found.deque() == nullptr) return std::nullopt;
-  return run_queued_before(task, found.deque(), deadline, ran_any);
+  // Each round ends where the deque ended when it began: what its runs readied (a chain's
+  // next link) comes in the next round, until a round runs nothing.
+  for (;;) {
+    std::optional<bool> ran_task = run_queued_before(task, found.deque(), deadline, ran_any);
+    if (ran_task || !ran_any || task->is_completed()) return ran_task;
+    if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
+    ran_any = false;
+  }
 }
 
 namespace {
