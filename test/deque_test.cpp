@@ -1,5 +1,8 @@
-// Tests for include/magpie/detail/deque.h — the Chase-Lev work-stealing deque.
+// Tests for include/magpie/detail/deque.h — the Chase-Lev work-stealing deque — and for the
+// owner-side looks a waiting thread makes at it (lib/deque_owner_view.h).
 #include <magpie/detail/deque.h>
+
+#include "../lib/deque_owner_view.h"
 
 #include "support.h"
 
@@ -12,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+using magpie::detail::deque_owner_view;
 using magpie::detail::work_stealing_deque;
 
 TEST_SUITE("deque") {
@@ -58,11 +62,18 @@ TEST_CASE("deque: the owner takes the oldest item back only if it is the one exp
 
 TEST_CASE("deque: take_back takes the expected item from the newest end, else the oldest") {
   work_stealing_deque<int> deque;
+  deque_owner_view owner(deque);
   for (int i = 1; i <= 4; ++i) deque.push(i);
-  CHECK(deque.take_back(4));      // the newest
-  CHECK(deque.take_back(1));      // the oldest
-  CHECK_FALSE(deque.take_back(2 + 5));  // neither end
-  CHECK_FALSE(deque.take_back(1));      // gone already
+  CHECK(owner.oldest_is(1));
+  CHECK_FALSE(owner.oldest_is(4));
+  CHECK(owner.take_back(4));      // the newest
+  CHECK(owner.take_back(1));      // the oldest
+  CHECK_FALSE(owner.take_back(2 + 5));  // neither end
+  CHECK_FALSE(owner.take_back(1));      // gone already
+  CHECK(owner.oldest_is(2));
+  CHECK_FALSE(owner.pop_if(2));  // not the newest
+  CHECK(owner.pop_if(3));
+  deque.push(3);  // back, for the pops below
   CHECK(deque.pop() == 3);
   CHECK(deque.pop() == 2);
   CHECK(deque.empty());
@@ -160,6 +171,7 @@ TEST_CASE("deque stress: the owner takes runs of its oldest items while thieves 
 
 TEST_CASE("deque: a run of the newest items is matched and popped at once, never reaching the oldest") {
   work_stealing_deque<int> deque;
+  deque_owner_view owner(deque);
   for (int i = 0; i < 6; ++i) deque.push(i);
   const int newest[] = {5, 4, 3, 9};
   int asked = 0;
@@ -169,12 +181,12 @@ TEST_CASE("deque: a run of the newest items is matched and popped at once, never
       return items[i];
     };
   };
-  CHECK(deque.newest_matching(from(newest), 4) == 3);  // stops at the first item that differs
+  CHECK(owner.newest_matching(from(newest), 4) == 3);  // stops at the first item that differs
   CHECK(asked == 4);
-  CHECK(deque.newest_matching(from(newest), 2) == 2);
+  CHECK(owner.newest_matching(from(newest), 2) == 2);
   const int wrong[] = {4, 5};
   asked = 0;
-  CHECK(deque.newest_matching(from(wrong), 2) == 0);
+  CHECK(owner.newest_matching(from(wrong), 2) == 0);
   CHECK(asked == 1);  // nothing asked for past the first mismatch
   CHECK(deque.pop_newest(3));
   CHECK(deque.size_approx() == 3);
@@ -341,7 +353,7 @@ std::vector<std::size_t> take_everything(std::size_t n, int thieves, bool runs =
       std::size_t newest[8];
       for (std::size_t j = 0; j < 8; ++j) newest[j] = i - j;
       auto length = static_cast<std::int64_t>(1 + (i / 8) % 8);
-      std::int64_t matched = deque.newest_matching([&newest](std::int64_t j) { return newest[j]; }, length);
+      std::int64_t matched = deque_owner_view(deque).newest_matching([&newest](std::int64_t j) { return newest[j]; }, length);
       if (matched > 0 && deque.pop_newest(matched)) own.insert(own.end(), newest, newest + matched);
     } else if (!runs && i % 3 == 2) {
       if (auto item = deque.pop()) own.push_back(*item);

@@ -1473,6 +1473,44 @@ TEST_CASE("wait: with no workers, wait_all runs its range in launch order: a bod
   }
 }
 
+// A chain behind an event, waited for from a plain main, runs one link per run in launch
+// order (each link readies the next only as it completes, onto the lent deque): the runs
+// follow one another within one wait, and a timed wait stops them once its deadline has
+// passed, the rest of the chain still queued for a later wait. (An attached thread's
+// completion runs the next link at once, as a worker's does: one run takes the chain.)
+TEST_CASE("wait: with no workers, a wait runs a chain's links one run after another, up to its deadline") {
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    constexpr int links = 100;
+    std::vector<int> ran;
+    for (bool timed : {true, false}) {
+      CAPTURE(timed);
+      ran.clear();
+      task_event gate("gate", pool);
+      task<> last = gate;
+      for (int i = 0; i < links; ++i) {
+        last = pool.launch("link", [&ran, i, timed] {
+          if (timed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          ran.push_back(i);
+        }, last);
+      }
+      gate.trigger();
+      if (timed && !attached) {
+        CHECK_FALSE(last.wait(std::chrono::milliseconds(20)));  // 100 links take 200 ms at least
+        CHECK_FALSE(ran.empty());
+        CHECK(ran.size() < static_cast<std::size_t>(links));
+      }
+      last.wait();
+      REQUIRE(ran.size() == static_cast<std::size_t>(links));
+      for (int i = 0; i < links; ++i) CHECK(ran[static_cast<std::size_t>(i)] == i);
+    }
+    if (attached) pool.detach();
+  }
+}
+
 // Beneath a body the rule does not hold (an entry launched after the body's task may wait
 // for it to complete): a wait there for a task in the middle of the deque runs that task alone.
 TEST_CASE("wait: with no workers, a wait inside a body for a task in the middle of the deque runs that task alone") {

@@ -3,14 +3,19 @@
 // start while later nodes are still being launched), then every handle waited for and
 // dropped. Peers: tbb.cpp (flow graph), taskflow.cpp, omp.cpp (depend clauses).
 // "N threads" = N − 1 workers + this thread, attached as the game thread; the rows named
-// `_unattached` build from a plain `main` instead, as a newcomer writes it.
+// `_unattached` build from a plain `main` instead, as a newcomer writes it. The
+// `wavefront_last_waited` rows wait for the grid's last block alone, as a newcomer waits for
+// a wavefront's result (every block is before it).
 #include "graphs.h"
 #include "../common/magpie_threads.h"
 
 #include <magpie/magpie.h>
 
+#include <algorithm>
 #include <ranges>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 namespace {
 
@@ -27,6 +32,34 @@ void build_and_wait(magpie::scheduler& pool, std::vector<magpie::task<>>& handle
   handles.clear();
 }
 
+// build_and_wait_last launches one task per node as build_and_wait does, then waits for the
+// last node alone (the graph's only sink: a wavefront's last block).
+void build_and_wait_last(magpie::scheduler& pool, std::vector<magpie::task<>>& handles, const graphs::dag& graph,
+                         const graphs::node_body& body) {
+  handles.reserve(graph.size());
+  for (std::uint32_t node = 0; node < graph.size(); ++node) {
+    auto before = std::span(graph.preds_of(node), graph.pred_count(node)) |
+                  std::views::transform([&](std::uint32_t p) -> const magpie::task<>& { return handles[p]; });
+    handles.push_back(pool.launch("block", [body, node] { body(node); }, before));
+  }
+  handles.back().wait();
+  handles.clear();
+}
+
+// run_wavefront_last_waited times build_and_wait_last on a 512 × 512 wavefront.
+void run_wavefront_last_waited(const bench::options& chosen, magpie::scheduler& pool, unsigned threads,
+                               std::vector<magpie::task<>>& handles, const std::string& suffix) {
+  const graphs::dag graph = graphs::wavefront(512);
+  std::vector<std::uint64_t> depth(graph.size());
+  graphs::node_body body{&graph, depth.data()};
+  auto runs = bench::time_runs(chosen.runs, [&] {
+    std::fill(depth.begin(), depth.end(), 0);
+    build_and_wait_last(pool, handles, graph, body);
+    if (depth.back() != 2 * 512 - 1) throw std::runtime_error("wrong answer: wavefront_last_waited");
+  });
+  bench::record(chosen, "magpie", "wavefront_last_waited" + suffix, graph.param, threads, runs, graph.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,9 +74,11 @@ int main(int argc, char** argv) {
       magpie::scheduler pool(bench::magpie_options(threads));
       pool.attach(magpie::named_thread::game);
       graphs::run_all(chosen, "magpie", threads, run(pool));
+      run_wavefront_last_waited(chosen, pool, threads, handles, "");
       pool.detach();
     }
     magpie::scheduler pool(bench::magpie_options(threads));
     graphs::run_all(chosen, "magpie", threads, run(pool), "_unattached");
+    run_wavefront_last_waited(chosen, pool, threads, handles, "_unattached");
   }
 }

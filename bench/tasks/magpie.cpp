@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -161,6 +162,22 @@ int main(int argc, char** argv) {
   // The same shapes as a newcomer writes them: a plain scheduler used from `main`, which is
   // not attached (docs/benchmarks.md, "Which rows attach").
   for (unsigned threads : chosen.threads) {
+    // A newcomer's batch: a std::vector of 2^18 handles (2^16 quick), waited for all at once
+    // or one by one in launch order, from `main` attached and plain: the ratio of each pair
+    // is what not attaching costs.
+    for (bool attached : {true, false}) {
+      magpie::scheduler pool(bench::magpie_options(threads));
+      if (attached) pool.attach(magpie::named_thread::game);
+      const std::string plain = attached ? "" : "_unattached";
+      std::vector<magpie::task<>> handles;
+      handles.reserve(held);
+      auto all = bench::time_runs(chosen.runs, [&] { launch_batch(pool, held, handles, wait_all_at_once); });
+      bench::record(chosen, "magpie", "task_vector_wait_all" + plain, std::to_string(held), threads, all, held);
+      auto in_order = bench::time_runs(chosen.runs, [&] { launch_batch(pool, held, handles, wait_oldest_first); });
+      bench::record(chosen, "magpie", "task_vector_wait_in_order" + plain, std::to_string(held), threads, in_order, held);
+      if (attached) pool.detach();
+    }
+
     magpie::scheduler pool(bench::magpie_options(threads));
 
     auto singly = bench::time_runs(chosen.runs, [&] { one_at_a_time(pool, singles); });

@@ -102,49 +102,6 @@ class work_stealing_deque {
     return std::nullopt;
   }
 
-  // pop_if pops the newest item only if it is `expected` (a thread about to run an item it
-  // has just pushed takes it back, leaving no stale entry). Compares without popping, and
-  // without dereferencing: the slot may be stale. Owner thread only.
-  bool pop_if(T expected) {
-    check_owner("pop_if");
-    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b < 0 || r->get(b) != expected) return false;  // the owner wrote that slot itself
-    return pop_at(b, r).has_value();  // a thief may have taken it meanwhile: pop settles that
-  }
-
-  // take_back takes `expected` back if it is the newest item (pop_if) or, failing that, the
-  // oldest (steal_if). When the newest slot holds it, the oldest end is not looked at: the
-  // item is taken from there or a thief has it, and top's cache line is the thieves'.
-  // Owner thread only.
-  bool take_back(T expected) {
-    check_owner("take_back");
-    std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    if (b >= 0 && r->get(b) == expected) return pop_at(b, r).has_value();  // a thief may have it: pop settles that
-    return steal_if(expected);
-  }
-
-  // oldest_is says whether the oldest item is `expected` (a range waited for oldest first
-  // starts there: lib/task_wait.cpp). Compares without dereferencing. Owner thread only.
-  bool oldest_is(T expected) const {
-    std::int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: a guess; a take that acts on it settles it with its CAS
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
-    return t < b && current_.load(std::memory_order_relaxed)->get(t) == expected;  // relaxed: only the owner replaces the ring
-  }
-
-  // newest_matching counts how many of the newest items are expected(0), expected(1), …
-  // (newest first), up to `count`, asking for each only after the one before matched.
-  // Compares without dereferencing, as pop_if. Owner thread only.
-  template <class Expected>
-  std::int64_t newest_matching(Expected&& expected, std::int64_t count) const {
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);  // relaxed: only the owner writes bottom
-    ring* r = current_.load(std::memory_order_relaxed);  // relaxed: only the owner replaces the ring
-    std::int64_t matched = 0;
-    while (matched < count && b - 1 - matched >= top_seen_ && r->get(b - 1 - matched) == expected(matched)) ++matched;
-    return matched;
-  }
-
   // pop_newest pops the `count` newest items at once, when no thief can reach any of them
   // (an item older than them is left): one fence for the run instead of one per item.
   // False, and nothing popped, otherwise. Owner thread only.
@@ -164,9 +121,9 @@ class work_stealing_deque {
     return false;
   }
 
-  // steal_if takes the oldest item the way a thief does, but only if it is `expected`: a
-  // waiter running the oldest of its own items (tasks waited for oldest first) takes its
-  // entry back instead of leaving a stale one. Compares without dereferencing, as pop_if.
+  // steal_if takes the oldest item the way a thief does, but only if it is `expected`: an
+  // owner running the oldest of its own items takes it back instead of leaving it to a thief.
+  // Compares without dereferencing: the owner wrote the slot itself.
   // Owner thread only (so no push or pop of its own runs beside it); races the thieves.
   bool steal_if(T expected) {
     check_owner("steal_if");
@@ -182,8 +139,8 @@ class work_stealing_deque {
 
   // take_oldest takes a run of the oldest items at once, oldest first, into `out`: up to
   // `room` of those below index `end`, for as long as `wanted(i, item)` (i counts from 0)
-  // says to take them. A thread with no workers runs its own queue in the order it filled
-  // it this way (lib/task_wait.cpp). One CAS on top for the run; returns how many. Owner
+  // says to take them (an owner runs its own items in the order it pushed them). One CAS on
+  // top for the run; returns how many. Owner
   // thread only: no push or pop of its own runs beside it, so the run below bottom stays
   // its own unless a thief moves top first, which fails the CAS (the run is then read again
   // from the new oldest item). Races the thieves.
@@ -218,8 +175,8 @@ class work_stealing_deque {
   }
 
   // low_water is the lowest end_index since the owner last set it (set_low_water): every
-  // item pushed since lies at or above it. A thread that holds items aside puts them back
-  // below what it pushed meanwhile (lib/held_runs.h). Owner thread only.
+  // item pushed since lies at or above it. An owner that holds items aside puts them back
+  // below what it pushed meanwhile. Owner thread only.
   std::int64_t low_water() const { return low_water_; }
   void set_low_water(std::int64_t index) { low_water_ = index; }
 
@@ -268,6 +225,11 @@ class work_stealing_deque {
   }
 
  private:
+  // deque_owner_view (lib/) builds its owner-side looks (which item lies at either end)
+  // on the indices and the ring, without a dereference, and takes with pop_at.
+  template <class Deque>
+  friend class deque_owner_view;
+
   // ring is a power-of-two circular buffer indexed by the ever-growing top/bottom.
   struct ring {
     // Every slot starts written: a thief that read an old top may read a slot of a grown
