@@ -129,7 +129,7 @@ bool is_stale_task(work_item* item) noexcept {
 // reference goes, as run_queued would let it go for a task already begun.
 void drop_stale(work_item* item) noexcept {
   if (stale_left != 0) --stale_left;
-  release(static_cast<task_base*>(item));
+  drop_reference(static_cast<task_base*>(item));
 }
 
 // trim_stale drops the stale entries on top of `own`, this thread's deque.
@@ -169,7 +169,7 @@ class held_reference {
     if (task_ != nullptr) add_reference(task_);
   }
   ~held_reference() {
-    if (task_ != nullptr) release(task_);
+    if (task_ != nullptr) drop_reference(task_);
   }
   held_reference(const held_reference&) = delete;
   held_reference& operator=(const held_reference&) = delete;
@@ -217,7 +217,7 @@ bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcep
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
   run_body(task, takes_prerequisites);
   retract_nested(task, depth);
-  if (!finish_body(task)) return false;
+  if (end_body(task) != part_outcome::finished) return false;
   ready_loop(nullptr).complete_ran(task);
   return true;
 }
@@ -228,9 +228,9 @@ bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcep
 // Otherwise (a body dropped that handle) it is released as any reference.
 void leave_or_release(task_base* task, task_base* const* through) noexcept {
   if (through != nullptr && *through == task) {
-    task->state.leave_reference_to_handles();
+    task->state.leave_reference_to_handles(exclusive_access);
   } else {
-    release(task);
+    drop_reference(task);
   }
 }
 
@@ -254,12 +254,12 @@ bool came_since_finished(const task_base* task) noexcept {
 // "finished" store completes it (task_base::is_completed), and a light barrier orders that
 // store before the looks for a pusher or a blocked waiter that came meanwhile. Whoever comes
 // later sees "finished" (a pusher then closes the list itself, push_subsequent); whoever
-// came while the body ran made the heavy barrier (task_state::has_finished_for_comer), so
+// came while the body ran made the heavy barrier (task_state::has_finished_after_announcing), so
 // either it sees "finished" or these looks see what it did. One locked exchange fewer per
 // task than a close (test/model/task_left_open_model.cpp).
 void finish_open(task_base* task) noexcept {
   tracing::trace_point(tracing::task, tracing::event_kind::task_completed, task);
-  task->state.release_unshared_part();
+  task->state.end_part(exclusive_access);
   std_atomics::light_barrier();
   if (came_since_finished(task)) settle_open(task);
 }
@@ -269,10 +269,10 @@ void finish_open(task_base* task) noexcept {
 bool finish_begun(task_base* task, task_base* const* through) noexcept {
   if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
     finish_open(task);
-  } else if (finish_body(task)) {
+  } else if (end_body(task) == part_outcome::finished) {
     ready_loop(nullptr).complete_ran(task);
   } else {
-    release(task);  // nested tasks still run: it may still be written
+    drop_reference(task);  // nested tasks still run: it may still be written
     return false;
   }
   leave_or_release(task, through);
@@ -283,19 +283,19 @@ bool finish_begun(task_base* task, task_base* const* through) noexcept {
 // unless another waiter began it first, and disposes of the queue's reference that came
 // with the entry. True when the task is complete or ran here.
 bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, bool open = true) noexcept {
-  bool takes_prerequisites = false;
-  if (!task->state.try_begin_execution(takes_prerequisites, open)) {
+  const begin_outcome claim = open ? task->state.try_begin_open() : task->state.try_begin();
+  if (!began(claim)) {
     bool done = task->is_completed();
-    release(task);
+    drop_reference(task);
     return done;
   }
   if (!open) {
-    bool done = run_here(task, takes_prerequisites, depth);
-    release(task);  // the queue's reference
+    bool done = run_here(task, holds_prerequisites(claim), depth);
+    drop_reference(task);  // the queue's reference
     return done;
   }
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
-  run_body(task, takes_prerequisites);
+  run_body(task, holds_prerequisites(claim));
   retract_nested(task, depth);
   finish_begun(task, through);
   return true;
@@ -633,7 +633,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   // owner may still be adding to it.
   bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
   bool claimed = readable && claim_prerequisites(task);
-  // acquire: pairs with finish_body's release of body_returned (the nested list it
+  // acquire: pairs with end_body's release of body_returned (the nested list it
   // settles); piped was set before anyone could reach the task
   const std::uint8_t flags = task->flags.load(std::memory_order_acquire);
   // Bodies run for what it waits for may drop the handle the caller holds it by.
@@ -665,9 +665,9 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   } else if (!can_retract_here(task)) {
     return task->is_completed();
   }
-  bool takes_prerequisites = false;
-  if (!task->state.try_begin_execution(takes_prerequisites)) return task->is_completed();
-  run_here(task, takes_prerequisites, depth);
+  const begin_outcome claim = task->state.try_begin();
+  if (!began(claim)) return task->is_completed();
+  run_here(task, holds_prerequisites(claim), depth);
   if (task->target == target_none) left_stale(task);
   return true;
 }
@@ -766,7 +766,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
       }
     } clear_waiter{own_queues};
     auto key = events.prepare_wait();
-    bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
+    bool completed = task->subsequents.is_closed() || task->state.has_finished_after_announcing();
     if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
       events.cancel_wait();
       continue;

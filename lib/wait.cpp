@@ -64,7 +64,7 @@ task<> when_any(const prerequisite_buffer& inputs) {
     add_reference(event);
     if (!push_subsequent(input, edge)) {
       trigger(event);
-      release(event);
+      drop_reference(event);
     }
   }
   return handle;

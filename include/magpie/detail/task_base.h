@@ -174,7 +174,7 @@ struct task_base : work_item {
   }
   // set_flag sets `bit` and returns whether it was already set.
   bool set_flag(std::uint8_t bit) noexcept {
-    // seq_cst: has_waiter is one side of a Dekker pairing with release_lock / close (lib/task.cpp)
+    // seq_cst: has_waiter is one side of a Dekker pairing with remove_locks / close (lib/task.cpp)
     return (flags.fetch_or(bit, std::memory_order_seq_cst) & bit) != 0;
   }
   task_extras& ensure_extras();
@@ -210,12 +210,12 @@ struct task_with_result<void> : task_base {};
 inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
 inline void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
 
-// add_handle / drop_handle / add_reference / release count references (release drops
-// `count` at once).
+// add_handle / drop_handle / add_reference / drop_reference count references
+// (drop_reference drops `count` at once); the last owner to go destroys the task.
 void add_handle(task_base* task) noexcept;
 void drop_handle(task_base* task) noexcept;
 void add_reference(task_base* task) noexcept;
-void release(task_base* task, std::uint32_t count = 1) noexcept;
+void drop_reference(task_base* task, std::uint32_t count = 1) noexcept;
 
 // run_queued is the scheduler's half of every task type's handler: it runs (or, at
 // shutdown, discards) a task the scheduler hands back.
