@@ -5,6 +5,7 @@
 
 #include <magpie/detail/thread_tag.h>
 
+#include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
 #include <sstream>

@@ -7,6 +7,7 @@
 
 #include <magpie/detail/thread_tag.h>
 
+#include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
 #include <algorithm>
@@ -849,6 +850,13 @@ scheduler_counters scheduler::counters() const noexcept {
 }
 
 void scheduler::schedule(detail::work_item* item, priority p) { impl_->schedule(item, p); }
+
+void detail::schedule_item(scheduler& owner, work_item* item, priority p) { scheduler_access::schedule(owner, item, p); }
+
+void detail::schedule_item(scheduler& owner, work_item* item, named_thread thread, thread_queue queue,
+                           bool high_priority) {
+  scheduler_access::schedule(owner, item, thread, queue, high_priority);
+}
 
 bool scheduler::try_run_one() {
   thread_context& context = this_thread_context();

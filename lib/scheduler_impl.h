@@ -420,6 +420,11 @@ bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept;
 // scheduler_access lets the task layer reach a scheduler's state.
 struct scheduler_access {
   static scheduler::impl& of(scheduler& facade) noexcept { return *facade.impl_; }
+  // schedule is scheduler's own schedule (to a named thread's queue, or at a priority).
+  template <class... Where>
+  static void schedule(scheduler& facade, work_item* item, Where... where) {
+    facade.schedule(item, where...);
+  }
 };
 }  // namespace detail
 

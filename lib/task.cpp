@@ -140,9 +140,8 @@ void enqueue(task_base* task) noexcept {
   } else if (task->target == target_none) {
     owner->schedule(task, task->task_priority());
   } else {
-    owner->facade.schedule(task, named_thread(task->target >> 2u),
-                           (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
-                           (task->target & 1u) != 0);
+    scheduler_access::schedule(owner->facade, task, target_thread(task->target), target_queue(task->target),
+                               target_is_high(task->target));
   }
 }
 
