@@ -449,26 +449,11 @@ bool scheduler::impl::execute(work_item* item, worker* self) {
     self->count(self->executed);
     return ran;
   }
-  thread_context& context = this_thread_context();
-  const thread_context outer = context;
-  if (context.owner != this) {
-    // Another scheduler's worker or named thread helping here: its deque is not ours, so
-    // the item must not see it (launches and task_groups inside would push onto it). A
-    // thread of no scheduler uses the deque lent to it (lib/lent_deques.cpp).
-    context.self = nullptr;
-    context.named = -1;
-    context.deque = outer.owner == nullptr ? lend_deque() : nullptr;
-    context.push_gate = &accepting;
-    context.wakes_workers = !workers.empty();
-    // task_group tells its home thread by a generation a thread with a deque never shares.
-    if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
-  }
-  context.owner = this;
-  context.facade = &facade;
-  ++context.running;
-  bool ran = item->handler(item, detail::work_action::run);
-  context = outer;
-  return ran;
+  // Another scheduler's worker or named thread helping here: its deque is not ours, so the
+  // item must not see it. A thread of no scheduler uses the deque lent to it
+  // (lib/lent_deques.cpp).
+  detail::guest_of guest(*this, this_thread_context().owner == nullptr);
+  return item->handler(item, detail::work_action::run);
 }
 
 work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken) {
@@ -522,15 +507,7 @@ bool scheduler::impl::wanted_standby(const worker& self) const {
 }
 
 void scheduler::impl::run_worker(worker& self) {
-  thread_context& context = this_thread_context();
-  context.owner = this;
-  context.facade = &facade;
-  context.self = &self;
-  context.deque = self.standby ? nullptr : &self.deque;  // a standby worker takes no pushes
-  context.push_gate = nullptr;  // a worker's pushes need no check
-  context.wakes_workers = true;
-  context.pool_thread = true;
-  detail::renew_own_deque_generation();
+  detail::as_worker as_one_of_ours(*this, self, self.standby ? nullptr : &self.deque);
   worker_info info{self.index, self.kind, self.standby};
   detail::tracing::set_thread_role(self.standby ? detail::tracing::thread_role::standby_worker
                                    : self.kind == worker_kind::foreground ? detail::tracing::thread_role::worker
@@ -614,7 +591,6 @@ void scheduler::impl::run_worker(worker& self) {
   }
 
   if (options.on_worker_exit) options.on_worker_exit(info);
-  context = thread_context{};
 }
 
 void scheduler::impl::start_standby(standby_pool& pool) {
@@ -892,22 +868,8 @@ void scheduler::execute_erased(void (*call)(void*), void* state) {
   // As impl::execute runs another scheduler's work: the outer scheduler's worker deque or
   // named-thread identity is hidden. A thread of the user's (not a pool thread, attached to
   // none) pushes onto a deque lent to it, so that its task_groups take their inline paths.
-  const thread_context outer = context;
-  context.self = nullptr;
-  context.named = -1;
-  context.deque = !outer.pool_thread && outer.named < 0 ? impl_->lend_deque() : nullptr;
-  context.push_gate = &impl_->accepting;
-  context.wakes_workers = !impl_->workers.empty();
-  context.owner = impl_.get();
-  context.facade = this;
-  ++context.running;  // attach, detach and shutdown inside are misuse, as inside its work
-  // task_group tells its home thread by a generation a thread with a deque never shares.
-  if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
-  struct restore_on_exit {
-    thread_context& context;
-    const thread_context& outer;
-    ~restore_on_exit() { context = outer; }
-  } restore{context, outer};
+  // Counted as running its work: attach, detach and shutdown inside are misuse, as inside it.
+  detail::guest_of guest(*impl_, !context.pool_thread && context.named < 0);
   call(state);
 }
 

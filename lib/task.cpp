@@ -166,7 +166,7 @@ void schedule(task_base* task) noexcept {
 // execute runs a task whose execution this thread won (`began`), and completes it unless
 // nested tasks are still running.
 void execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
-  run_body(task, holds_prerequisites(began));
+  run_body(task, began);
   if (end_body(task) == part_outcome::finished) ready_loop(next_slot).complete_ran(task);
 }
 
@@ -219,7 +219,6 @@ bool run_queued(work_item* item, work_action action) noexcept {
   }
   while (current.task != nullptr) {
     next_task next;
-    if (!began(current.claim)) current.claim = current.task->state.try_begin();
     if (began(current.claim)) {
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
@@ -238,6 +237,8 @@ bool run_queued(work_item* item, work_action action) noexcept {
       drop_reference(current.task);  // the reference the queue (or the slot) held
     }
     current = next;
+    // A task the ready loop left in the slot without beginning it is claimed here.
+    if (current.task != nullptr && !began(current.claim)) current.claim = current.task->state.try_begin();
   }
   return true;
 }
@@ -460,8 +461,8 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 
 // --- running -----------------------------------------------------------------------------
 
-void run_body(task_base* task, bool takes_prerequisites) noexcept {
-  if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
+void run_body(task_base* task, begin_outcome began) noexcept {
+  if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running, innermost_running != nullptr ? innermost_running->depth + 1 : 1};
   innermost_running = &mine;
@@ -478,17 +479,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current. A
     // thread of no scheduler pushes what the body launches (fork-join children included)
     // onto the deque lent to it, as an attached thread would (lib/lent_deques.cpp).
-    thread_context saved = context;
-    context.owner = owner;
-    context.facade = &owner->facade;
-    context.self = nullptr;
-    context.named = -1;
-    context.deque = saved.owner == nullptr ? owner->lend_deque() : nullptr;
-    context.push_gate = &owner->accepting;
-    context.wakes_workers = !owner->workers.empty();
-    ++context.running;
+    guest_of guest(*owner, context.owner == nullptr);
     task->apply(task_op::run);
-    context = saved;  // whatever the body changed in it, it changed back (attach, helping)
   }
   if (tracing::on(tracing::task)) [[unlikely]] {
     tracing::record(event_kind::task_finished, task, nullptr, 0, task->has_flag(has_exception) ? 1 : 0);
@@ -695,7 +687,7 @@ void ready_loop::ready(task_base* task) noexcept {
         if (give_up_on(task, claim) == part_outcome::finished) completed(task, false);
         return;
       }
-      run_body(task, holds_prerequisites(claim));
+      run_body(task, claim);
       if (end_body(task) == part_outcome::finished) completed(task, false);
       return;
     }

@@ -105,10 +105,10 @@ class no_worker_nap {
 // owner_of is the scheduler `task` belongs to.
 inline scheduler::impl* owner_of(const task_base* task) noexcept { return scheduler_slot::at(task->owner_index); }
 
-// run_body runs a task's body on this thread (the execution flag already won): drops its
-// references to its prerequisites when the win held them (`holds_prerequisites`, see
-// begin_outcome), sets the thread's current task and scheduler around the call.
-void run_body(task_base* task, bool holds_prerequisites) noexcept;
+// run_body runs a task's body on this thread, which `began` it: drops its references to
+// its prerequisites when the win held them (begin_outcome::began_holding_prerequisites),
+// sets the thread's current task and scheduler around the call.
+void run_body(task_base* task, begin_outcome began) noexcept;
 
 // claim_prerequisites is true for the one caller that takes over the references a task
 // holds on its prerequisites before it begins (a waiter retracting them, an event's

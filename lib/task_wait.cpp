@@ -213,9 +213,9 @@ void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
 
 // run_here runs a task whose execution this thread won, retracting its nested tasks while
 // the body's part keeps them alive; true when it completed here.
-bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcept {
+bool run_here(task_base* task, begin_outcome claim, unsigned depth) noexcept {
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
-  run_body(task, takes_prerequisites);
+  run_body(task, claim);
   retract_nested(task, depth);
   if (end_body(task) != part_outcome::finished) return false;
   ready_loop(nullptr).complete_ran(task);
@@ -290,12 +290,12 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
     return done;
   }
   if (!open) {
-    bool done = run_here(task, holds_prerequisites(claim), depth);
+    bool done = run_here(task, claim, depth);
     drop_reference(task);  // the queue's reference
     return done;
   }
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
-  run_body(task, holds_prerequisites(claim));
+  run_body(task, claim);
   retract_nested(task, depth);
   finish_begun(task, through);
   return true;
@@ -667,7 +667,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   }
   const begin_outcome claim = task->state.try_begin();
   if (!began(claim)) return task->is_completed();
-  run_here(task, holds_prerequisites(claim), depth);
+  run_here(task, claim, depth);
   if (task->target == target_none) left_stale(task);
   return true;
 }

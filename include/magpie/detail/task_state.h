@@ -169,13 +169,14 @@ class task_state {
   [[nodiscard]] begin_outcome try_remove_last_lock_and_begin() noexcept {
     std::uint32_t word = num_locks_.load(std::memory_order_relaxed);  // relaxed: the CAS's guess
     if ((word & ~prerequisites_claimed) != 1) return begin_outcome::refused;
-    const begin_outcome won = word == 1 ? begin_outcome::began_holding_prerequisites : begin_outcome::began;
     Atomics::chaos_point(chaos::site::execution_claim);
     // seq_cst: remove_locks' ordering (this is its last unlock) and try_begin's acquire, in one
-    return num_locks_.compare_exchange_strong(word, execution_flag | 1, std::memory_order_seq_cst,
-                                              std::memory_order_relaxed)  // relaxed: the caller falls back to remove_locks
-               ? won
-               : begin_outcome::refused;
+    if (!num_locks_.compare_exchange_strong(word, execution_flag | 1, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed)) {  // relaxed: the caller falls back to remove_locks
+      return begin_outcome::refused;
+    }
+    // `word` is still what the CAS found: with the claim mark, a waiter has the prerequisites
+    return word == 1 ? begin_outcome::began_holding_prerequisites : begin_outcome::began;
   }
 
   // try_claim_prerequisites is true for the one caller that takes over the prerequisites
