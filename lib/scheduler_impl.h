@@ -270,6 +270,15 @@ class scheduler_pin {
   std::atomic<std::uint16_t>* depth_ = nullptr;  // this thread's pin count for the slot, if it pinned
 };
 
+// parked_mask and one_transition split scheduler::impl::parked: the low half counts parked
+// threads, each park or unpark adds one_transition to the high half.
+inline constexpr std::uint64_t parked_mask = 0xffff'ffffu;
+inline constexpr std::uint64_t one_transition = std::uint64_t{1} << 32;
+
+// index_of is where a priority's injection queue, or a kind's standby pool, sits in its array.
+constexpr std::size_t index_of(priority p) noexcept { return static_cast<std::size_t>(p); }
+constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std::size_t>(k); }
+
 struct scheduler::impl {
   explicit impl(scheduler& facade, scheduler_options options);
 
