@@ -276,9 +276,9 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
 
   // publish_runner lets a waiter find the task just launched for `slot`, to retract it.
   void publish_runner(std::uint32_t slot, const task<>& runner) noexcept {
-    add_handle(runner.base());  // the one the cell holds
+    add_handle(task_access::base(runner));  // the one the cell holds
     // seq_cst: a waiter either finds the task in the cell, or sets waiter_sleeps before our load below
-    task_base* previous = runners_[slot].exchange(runner.base());
+    task_base* previous = runners_[slot].exchange(task_access::base(runner));
     if (previous != nullptr) drop_handle(previous);  // an older task of this slot: begun, since it gave the slot up
     if ((occupancy_.load() & waiter_sleeps) != 0) {  // seq_cst: as above
       occupancy_.fetch_and(~waiter_sleeps);  // seq_cst: the waiters set it again before they sleep again

@@ -277,7 +277,7 @@ void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept {
     return;
   }
   add_handle(nested);
-  promise->done->add_prerequisites(task<>::adopt(nested));
+  promise->done->add_prerequisites(task_access::adopt(nested));
 }
 
 }  // namespace magpie::detail

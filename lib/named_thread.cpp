@@ -5,6 +5,7 @@
 
 #include <magpie/detail/thread_tag.h>
 
+#include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
 #include <sstream>
@@ -138,13 +139,7 @@ void scheduler::attach(named_thread thread) {
                                         " is already attached to another thread");
     return;
   }
-  context.owner = impl_.get();
-  context.facade = this;
-  context.named = static_cast<int>(thread.index());
-  context.deque = &impl_->named[thread.index()].deque;
-  context.push_gate = &impl_->accepting;
-  context.wakes_workers = !impl_->workers.empty();
-  detail::renew_own_deque_generation();  // task_groups made before this see a new deque owner
+  detail::attach_context(*impl_, thread.index(), impl_->named[thread.index()].deque);
   detail::tracing::set_thread_role(detail::tracing::thread_role::named, thread.index());
   chaos::set_thread_identity(0x10000 + thread.index());
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
@@ -175,13 +170,7 @@ void scheduler::detach() {
     return;
   }
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
-  context.named = -1;
-  context.deque = nullptr;
-  context.push_gate = nullptr;
-  context.wakes_workers = false;
-  detail::renew_own_deque_generation();  // this thread's task_groups stop using the deque
-  context.owner = nullptr;
-  context.facade = nullptr;
+  detail::detach_context();
 }
 
 std::size_t scheduler::process_until_idle(named_thread thread, thread_queue queue) {

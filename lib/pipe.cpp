@@ -121,7 +121,7 @@ void pipe_access::task_finished(magpie::pipe& p, task_base* task) noexcept {
   task_base* expected = task;
   // acq_rel: as join_pipe's exchange — emptying the slot takes back its reference
   if (p.last_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-    release(task);
+    drop_reference(task);
   }
   // acq_rel: a waiter that reads zero sees every piped task's effects
   std::uint32_t before = p.unfinished_.fetch_sub(1, std::memory_order_acq_rel);

@@ -1,5 +1,6 @@
-// The scheduler's workers: finding work, parking, standby workers, shutdown.
-// Named threads live in named_thread.cpp; the shared state in scheduler_impl.h.
+// The scheduler's workers: finding work, waking, parking, standby workers, shutdown.
+// Named threads live in named_thread.cpp, the public facade in scheduler_facade.cpp, the
+// table of living schedulers in scheduler_slots.cpp; the shared state in scheduler_impl.h.
 #include "held_runs.h"
 #include "scheduler_impl.h"
 #include "task_census.h"
@@ -7,13 +8,12 @@
 
 #include <magpie/detail/thread_tag.h>
 
+#include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -27,8 +27,6 @@ namespace magpie {
 
 namespace {
 
-constexpr std::uint64_t parked_mask = 0xffff'ffffu;
-constexpr std::uint64_t one_transition = std::uint64_t{1} << 32;
 
 // max_overflow_standby bounds the standby workers started past the cap, each only when
 // every thread of its kind is blocked (enter_blocking).
@@ -44,56 +42,12 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
   return state;
 }
 
-constexpr std::size_t index_of(priority p) noexcept { return static_cast<std::size_t>(p); }
-constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std::size_t>(k); }
 
 }  // namespace
 
 constinit thread_local thread_context detail::current_thread_context;
 
-namespace {
 
-// most_threads_from_environment bounds MAGPIE_NUM_THREADS: beyond it a value is a typo.
-constexpr unsigned long most_threads_from_environment = 65536;
-
-// threads_from_environment is MAGPIE_NUM_THREADS when it holds a count from 1 to
-// most_threads_from_environment; anything else set there is reported, once per process.
-std::optional<unsigned> threads_from_environment() noexcept {
-  const char* text = std::getenv("MAGPIE_NUM_THREADS");
-  if (text == nullptr) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long value = std::isdigit(static_cast<unsigned char>(*text)) != 0 ? std::strtoul(text, &end, 10) : 0;
-  if (end != nullptr && *end == '\0' && errno == 0 && value >= 1 && value <= most_threads_from_environment) {
-    return static_cast<unsigned>(value);
-  }
-  static std::atomic<bool> reported{false};
-  if (!reported.exchange(true, std::memory_order_relaxed)) {  // relaxed: only "once" matters
-    report(diagnostic_kind::misuse,
-           std::string("MAGPIE_NUM_THREADS='") + text + "' is not a thread count from 1 to " +
-               std::to_string(most_threads_from_environment) + "; ignored (the hardware's count applies)");
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-unsigned default_worker_count() noexcept {
-  // N threads of foreground work counting the caller: N − 1 workers.
-  if (std::optional<unsigned> threads = threads_from_environment()) return *threads - 1;
-  unsigned hardware = std::thread::hardware_concurrency();
-  return hardware > 1 ? hardware - 1 : 1;
-}
-
-std::array<std::atomic<scheduler::impl*>, 256> scheduler_slot::living{};
-constinit scheduler_slot::marker scheduler_slot::markers[2] = {};
-std::array<std::atomic<bool>, 256> scheduler_slot::closing{};
-
-namespace {
-// Where the next slot search starts: round the table, so that a slot just freed is the last
-// to be taken again (cheap insurance; retirement is what keeps a dead scheduler's tasks out).
-std::atomic<std::size_t> next_slot_search{0};
-}  // namespace
 
 namespace {
 // next_serial numbers the schedulers the process makes (scheduler::impl::serial).
@@ -102,165 +56,6 @@ std::uint64_t next_serial() noexcept {
   return last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
 }
 }  // namespace
-
-bool scheduler_slot::claim(std::size_t index, scheduler::impl* owner) noexcept {
-  // acquire: pairs with the previous owner's release of the slot (nullptr or retired), so
-  // its start_closing's store comes before our clearing of the flag below, not after it
-  scheduler::impl* seen = living[index].load(std::memory_order_acquire);
-  // Open again before the slot is published: the CAS's release carries it to a pinner that
-  // reads the new owner (scheduler_pin reads the owner, then the flag).
-  if (seen == nullptr || seen == retired()) closing[index].store(false, std::memory_order_relaxed);  // relaxed: as said
-  if (seen == nullptr) {
-    // acq_rel: a slot's new owner sees the previous owner's release (its destruction)
-    return living[index].compare_exchange_strong(seen, owner, std::memory_order_acq_rel,
-                                                 std::memory_order_relaxed);  // relaxed: we look on
-  }
-  if (seen != retired()) return false;
-  // A retired slot is free once the last task naming it is gone. The census is read with
-  // the slot marked claiming: read while it was only retired, another claimant could take
-  // the slot, and its scheduler die with tasks alive, between our read and our CAS. Nothing
-  // can make a task naming a retired or claiming slot, so the count only falls.
-  // acq_rel: see the retirement's release (and with it the tasks the census counts)
-  if (!living[index].compare_exchange_strong(seen, claiming(), std::memory_order_acq_rel,
-                                             std::memory_order_relaxed)) {  // relaxed: we look on
-    return false;
-  }
-  bool free = detail::live_tasks_naming(static_cast<std::uint8_t>(index)) == 0;
-  living[index].store(free ? owner : retired(), std::memory_order_release);  // release: pairs with the next claim
-  return free;
-}
-
-scheduler_slot::scheduler_slot(scheduler::impl* owner) {
-  std::size_t start = next_slot_search.fetch_add(1, std::memory_order_relaxed);  // relaxed: only spreads the searches
-  for (std::size_t step = 0; step < living.size(); ++step) {
-    std::size_t i = (start + step) % living.size();
-    if (claim(i, owner)) {
-      index_ = static_cast<std::uint8_t>(i);
-      next_slot_search.store(i + 1, std::memory_order_relaxed);  // relaxed: as above
-      return;
-    }
-  }
-  throw std::length_error(
-      "magpie: 256 schedulers are alive at once (counting destroyed ones whose tasks are still alive), the most "
-      "there can be");
-}
-
-namespace {
-
-// pin_record is one thread's pin counts, one per slot (scheduler_pin). Records are never
-// freed: a thread that exits hands its record to the next thread that pins, so close walks
-// the list without a lock while threads come and go.
-struct pin_record {
-  std::array<std::atomic<std::uint16_t>, 256> depth{};
-  std::atomic<bool> in_use{true};
-  pin_record* next = nullptr;  // written before the record is published
-};
-std::atomic<pin_record*> pin_records{nullptr};
-constinit thread_local pin_record* own_pin_record = nullptr;
-constinit thread_local bool pin_record_returned = false;
-
-// pin_record_return hands this thread's record back when the thread exits. A pin taken
-// after that (by another thread_local's destructor) takes a record it keeps.
-struct pin_record_return {
-  pin_record_return() = default;
-  pin_record_return(const pin_record_return&) = delete;
-  pin_record_return& operator=(const pin_record_return&) = delete;
-  ~pin_record_return() {
-    own_pin_record->in_use.store(false, std::memory_order_release);  // release: pairs with the next taker's CAS
-    own_pin_record = nullptr;
-    pin_record_returned = true;
-  }
-};
-
-[[gnu::noinline]] pin_record* take_pin_record() {
-  pin_record* taken = nullptr;
-  for (pin_record* each = pin_records.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with the push below
-    bool in_use = false;
-    // acquire: sees the previous user's last unpin (all its counts are zero)
-    if (each->in_use.compare_exchange_strong(in_use, true, std::memory_order_acquire, std::memory_order_relaxed)) {  // relaxed: we look on
-      taken = each;
-      break;
-    }
-  }
-  if (taken == nullptr) {
-    taken = new pin_record;
-    taken->next = pin_records.load(std::memory_order_relaxed);  // relaxed: the CAS below decides
-    // release: publishes the record (and its zeroed counts) to close's walk
-    while (!pin_records.compare_exchange_weak(taken->next, taken, std::memory_order_release, std::memory_order_relaxed)) {  // relaxed: we retry
-    }
-  }
-  own_pin_record = taken;
-  if (!pin_record_returned) {
-    thread_local pin_record_return returner;  // constructed once: returns the record at thread exit
-    (void)returner;
-  }
-  return taken;
-}
-
-}  // namespace
-
-scheduler_pin::scheduler_pin(std::uint8_t index) noexcept {
-  scheduler::impl* seen = scheduler_slot::at(index);
-  if (this_thread_context().owner == seen) {
-    // Its own worker or attached thread, or inside its work under an outer pin: the
-    // scheduler outlives this without a pin (a closing slot names no scheduler: pinned below).
-    owner_ = seen;
-    return;
-  }
-  pin_record* record = own_pin_record != nullptr ? own_pin_record : take_pin_record();
-  std::atomic<std::uint16_t>& depth = record->depth[index];
-  // relaxed: only this thread writes its counts; the barrier below orders the store before
-  // the look at the slot, against close's store and heavy barrier
-  depth.store(static_cast<std::uint16_t>(depth.load(std::memory_order_relaxed) + 1), std::memory_order_relaxed);
-  detail::std_atomics::light_barrier();
-  seen = scheduler_slot::at_published(index);
-  depth_ = &depth;
-  if (scheduler_slot::is_retired(seen) || scheduler_slot::is_closing(index)) {
-    unpin();
-    depth_ = nullptr;
-    return;
-  }
-  owner_ = seen;
-}
-
-void scheduler_pin::unpin() noexcept {
-  // relaxed load: only this thread writes its counts. release store: pairs with close's
-  // acquire look, ordering everything this thread did to the scheduler before its destruction
-  depth_->store(static_cast<std::uint16_t>(depth_->load(std::memory_order_relaxed) - 1), std::memory_order_release);
-}
-
-bool scheduler_slot::is_closing(std::uint8_t index) noexcept {
-  // relaxed: read after at_published's acquire, which orders claim's clearing before it;
-  // against start_closing the barriers decide (the pinner's look sees the store, or the
-  // closer's walk sees the pin)
-  return closing[index].load(std::memory_order_relaxed);
-}
-
-void scheduler_slot::start_closing() noexcept {
-  // seq_cst, and the heavy barrier: a pinner's look after its light barrier sees this, or
-  // the walks in is_pinned see its count (and the record it may just have published)
-  closing[index_].store(true, std::memory_order_seq_cst);
-  detail::std_atomics::heavy_barrier();
-}
-
-bool scheduler_slot::pinned_here() const noexcept {
-  // relaxed: this thread's own count
-  return own_pin_record != nullptr && own_pin_record->depth[index_].load(std::memory_order_relaxed) != 0;
-}
-
-bool scheduler_slot::is_pinned() const noexcept {
-  for (pin_record* each = pin_records.load(std::memory_order_acquire); each != nullptr; each = each->next) {  // acquire: pairs with take_pin_record's push
-    if (each->depth[index_].load(std::memory_order_acquire) != 0) return true;  // acquire: pairs with the unpin's release
-  }
-  return false;
-}
-
-scheduler_slot::~scheduler_slot() {
-  // Every task naming this slot was made before now (launching on a scheduler being
-  // destroyed is a use after free), so the census is a bound from above from here on.
-  scheduler::impl* after = detail::live_tasks_naming(index_) == 0 ? nullptr : retired();
-  living[index_].store(after, std::memory_order_release);  // release: pairs with the next owner's claim
-}
 
 scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
     : serial(next_serial()),
@@ -448,26 +243,11 @@ bool scheduler::impl::execute(work_item* item, worker* self) {
     self->count(self->executed);
     return ran;
   }
-  thread_context& context = this_thread_context();
-  const thread_context outer = context;
-  if (context.owner != this) {
-    // Another scheduler's worker or named thread helping here: its deque is not ours, so
-    // the item must not see it (launches and task_groups inside would push onto it). A
-    // thread of no scheduler uses the deque lent to it (lib/lent_deques.cpp).
-    context.self = nullptr;
-    context.named = -1;
-    context.deque = outer.owner == nullptr ? lend_deque() : nullptr;
-    context.push_gate = &accepting;
-    context.wakes_workers = !workers.empty();
-    // task_group tells its home thread by a generation a thread with a deque never shares.
-    if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
-  }
-  context.owner = this;
-  context.facade = &facade;
-  ++context.running;
-  bool ran = item->handler(item, detail::work_action::run);
-  context = outer;
-  return ran;
+  // Another scheduler's worker or named thread helping here: its deque is not ours, so the
+  // item must not see it. A thread of no scheduler uses the deque lent to it
+  // (lib/lent_deques.cpp).
+  detail::guest_of guest(*this, this_thread_context().owner == nullptr);
+  return item->handler(item, detail::work_action::run);
 }
 
 work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken) {
@@ -521,15 +301,7 @@ bool scheduler::impl::wanted_standby(const worker& self) const {
 }
 
 void scheduler::impl::run_worker(worker& self) {
-  thread_context& context = this_thread_context();
-  context.owner = this;
-  context.facade = &facade;
-  context.self = &self;
-  context.deque = self.standby ? nullptr : &self.deque;  // a standby worker takes no pushes
-  context.push_gate = nullptr;  // a worker's pushes need no check
-  context.wakes_workers = true;
-  context.pool_thread = true;
-  detail::renew_own_deque_generation();
+  detail::as_worker as_one_of_ours(*this, self, self.standby ? nullptr : &self.deque);
   worker_info info{self.index, self.kind, self.standby};
   detail::tracing::set_thread_role(self.standby ? detail::tracing::thread_role::standby_worker
                                    : self.kind == worker_kind::foreground ? detail::tracing::thread_role::worker
@@ -613,7 +385,6 @@ void scheduler::impl::run_worker(worker& self) {
   }
 
   if (options.on_worker_exit) options.on_worker_exit(info);
-  context = thread_context{};
 }
 
 void scheduler::impl::start_standby(standby_pool& pool) {
@@ -803,154 +574,6 @@ void scheduler::impl::report_stalled_drain(long long waited_ms) {
              " of its tasks alive): a task body may be waiting for something that happens only after the "
              "scheduler is destroyed",
          severity::warning);
-}
-
-// --- the facade ---------------------------------------------------------------------
-
-scheduler::scheduler(scheduler_options options)
-    : impl_(std::make_unique<impl>(*this, std::move(options))) {
-  // Before the workers start, so that their first points already draw.
-  chaos::start_from_environment();
-  if (impl_->options.chaos) chaos::start(*impl_->options.chaos);
-  impl_->start();
-}
-
-scheduler::~scheduler() {
-  shutdown();
-  // Destroyed on a thread attached to it (a game thread that never detaches): that thread
-  // must not go on naming the freed scheduler (its next launch, another's attach).
-  const thread_context& caller = this_thread_context();
-  if (caller.owner == impl_.get() && caller.named >= 0) detach();
-}
-
-void scheduler::shutdown() { impl_->shutdown(); }
-
-unsigned scheduler::worker_count() const noexcept { return static_cast<unsigned>(impl_->workers.size()); }
-
-unsigned scheduler::background_worker_count() const noexcept {
-  return static_cast<unsigned>(impl_->workers.size()) - impl_->foreground_count;
-}
-
-scheduler_counters scheduler::counters() const noexcept {
-  scheduler_counters result{};
-  auto add = [&result](const worker& each) {
-    result.executed += each.executed.load(std::memory_order_relaxed);  // relaxed: statistics
-    result.stolen += each.stolen.load(std::memory_order_relaxed);      // relaxed: statistics
-  };
-  for (const auto& each : impl_->workers) add(*each);
-  for (standby_pool& pool : impl_->standby) {
-    std::lock_guard lock(pool.creation);
-    for (const auto& each : pool.threads) add(*each);
-    result.standby_workers += static_cast<unsigned>(pool.threads.size());
-    result.blocked_workers += pool.blocked.load(std::memory_order_relaxed);  // relaxed: statistics
-  }
-  result.parked_workers = static_cast<unsigned>(impl_->parked.load(std::memory_order_acquire) & parked_mask);  // acquire: a test that sees everyone parked sees their work
-  return result;
-}
-
-void scheduler::schedule(detail::work_item* item, priority p) { impl_->schedule(item, p); }
-
-bool scheduler::try_run_one() {
-  thread_context& context = this_thread_context();
-  constexpr unsigned max_help_depth = 64;  // helping inside helping grows the stack
-  if (context.helping >= max_help_depth) return false;
-  detail::spill_held_runs();  // what this thread holds aside is work to find too
-  worker* self = context.owner == impl_.get() ? context.self : nullptr;
-  work_item* item = self != nullptr ? impl_->find_work(self) : impl_->find_work_as_helper();
-  if (item == nullptr) return false;
-  ++context.helping;
-  impl_->execute(item, self);
-  --context.helping;
-  return true;
-}
-
-scheduler* scheduler::current() noexcept { return this_thread_context().facade; }
-
-void scheduler::execute_erased(void (*call)(void*), void* state) {
-  thread_context& context = this_thread_context();
-  if (context.owner == impl_.get()) {  // its worker, attached thread, or already inside its work
-    call(state);
-    return;
-  }
-  // Held while `call` runs, as around any of its work run by a thread outside the pool: a
-  // shutdown meanwhile waits for it (running its queued work), so what it launches still runs.
-  scheduler_pin pin(impl_->slot.index());
-  if (pin.get() == nullptr) {
-    report(diagnostic_kind::misuse, "scheduler::execute called on a scheduler that is shutting down; the function "
-                                    "runs on the calling thread outside it");
-    call(state);
-    return;
-  }
-  // As impl::execute runs another scheduler's work: the outer scheduler's worker deque or
-  // named-thread identity is hidden. A thread of the user's (not a pool thread, attached to
-  // none) pushes onto a deque lent to it, so that its task_groups take their inline paths.
-  const thread_context outer = context;
-  context.self = nullptr;
-  context.named = -1;
-  context.deque = !outer.pool_thread && outer.named < 0 ? impl_->lend_deque() : nullptr;
-  context.push_gate = &impl_->accepting;
-  context.wakes_workers = !impl_->workers.empty();
-  context.owner = impl_.get();
-  context.facade = this;
-  ++context.running;  // attach, detach and shutdown inside are misuse, as inside its work
-  // task_group tells its home thread by a generation a thread with a deque never shares.
-  if (context.deque != nullptr && detail::own_deque_generation == 0) detail::renew_own_deque_generation();
-  struct restore_on_exit {
-    thread_context& context;
-    const thread_context& outer;
-    ~restore_on_exit() { context = outer; }
-  } restore{context, outer};
-  call(state);
-}
-
-namespace {
-
-// The default scheduler's options until it is made, and whether it has been.
-std::mutex default_scheduler_lock;
-std::optional<scheduler_options> chosen_default_options;  // under default_scheduler_lock
-bool default_scheduler_made = false;                       // under default_scheduler_lock
-
-scheduler* make_default_scheduler() {
-  std::lock_guard lock(default_scheduler_lock);
-  scheduler_options options = chosen_default_options ? std::move(*chosen_default_options) : scheduler_options{};
-  chosen_default_options.reset();
-  auto* made = new scheduler(std::move(options));  // never destroyed: see the header
-  default_scheduler_made = true;
-  return made;
-}
-
-}  // namespace
-
-scheduler& default_scheduler() {
-  static scheduler* shared = make_default_scheduler();
-  return *shared;
-}
-
-bool set_default_scheduler_options(scheduler_options options) {
-  std::lock_guard lock(default_scheduler_lock);
-  if (default_scheduler_made) {
-    report(diagnostic_kind::misuse, "set_default_scheduler_options called after default_scheduler() was made; ignored");
-    return false;
-  }
-  chosen_default_options = std::move(options);
-  return true;
-}
-
-// --- blocking_scope -----------------------------------------------------------------
-
-blocking_scope::blocking_scope() : pool_(nullptr) {
-  detail::spill_held_runs();  // others may need what this thread holds aside to unblock it
-  thread_context& context = this_thread_context();
-  if (context.self == nullptr || context.owner == nullptr) return;
-  standby_pool& pool = context.owner->standby[index_of(context.self->kind)];
-  pool_ = &pool;
-  pool.owner->enter_blocking(pool);
-}
-
-blocking_scope::~blocking_scope() {
-  if (pool_ == nullptr) return;
-  standby_pool& pool = *static_cast<standby_pool*>(pool_);
-  pool.owner->leave_blocking(pool);
 }
 
 }  // namespace magpie

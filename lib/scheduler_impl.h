@@ -6,6 +6,7 @@
 #include <magpie/detail/event_count.h>
 #include <magpie/detail/injection_queue.h>
 #include <magpie/detail/thread_context.h>
+#include <magpie/detail/thread_tag.h>
 #include <magpie/scheduler.h>
 
 #include <algorithm>
@@ -269,6 +270,15 @@ class scheduler_pin {
   std::atomic<std::uint16_t>* depth_ = nullptr;  // this thread's pin count for the slot, if it pinned
 };
 
+// parked_mask and one_transition split scheduler::impl::parked: the low half counts parked
+// threads, each park or unpark adds one_transition to the high half.
+inline constexpr std::uint64_t parked_mask = 0xffff'ffffu;
+inline constexpr std::uint64_t one_transition = std::uint64_t{1} << 32;
+
+// index_of is where a priority's injection queue, or a kind's standby pool, sits in its array.
+constexpr std::size_t index_of(priority p) noexcept { return static_cast<std::size_t>(p); }
+constexpr std::size_t index_of(worker_kind k) noexcept { return static_cast<std::size_t>(k); }
+
 struct scheduler::impl {
   explicit impl(scheduler& facade, scheduler_options options);
 
@@ -411,6 +421,91 @@ inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const
 }
 
 namespace detail {
+// The ways a thread takes on a scheduler, each written once: as one of its workers
+// (as_worker, for the worker's life), attached as one of its named threads (attach_context
+// / detach_context, from attach() to detach()), or as a guest running some of its work for
+// a scope (guest_of). Nothing else writes the thread's context, but for the counters of
+// what it runs.
+
+// as_worker makes the calling thread `self`, a worker of `host`, until it goes.
+class as_worker {
+ public:
+  as_worker(scheduler::impl& host, worker& self, work_stealing_deque<work_item*>* deque) noexcept
+      : context_(this_thread_context()) {
+    context_.owner = &host;
+    context_.facade = &host.facade;
+    context_.self = &self;
+    context_.deque = deque;          // none for a standby worker: it takes no pushes
+    context_.push_gate = nullptr;    // a worker's pushes need no check
+    context_.wakes_workers = true;
+    context_.pool_thread = true;
+    renew_own_deque_generation();
+  }
+  ~as_worker() { context_ = thread_context{}; }
+  as_worker(const as_worker&) = delete;
+  as_worker& operator=(const as_worker&) = delete;
+
+ private:
+  thread_context& context_;
+};
+
+// attach_context makes the calling thread `host`'s named thread `index`, pushing onto that
+// thread's deque; detach_context makes it a thread of no scheduler again.
+inline void attach_context(scheduler::impl& host, unsigned index, work_stealing_deque<work_item*>& deque) noexcept {
+  thread_context& context = this_thread_context();
+  context.owner = &host;
+  context.facade = &host.facade;
+  context.named = static_cast<int>(index);
+  context.deque = &deque;
+  context.push_gate = &host.accepting;
+  context.wakes_workers = !host.workers.empty();
+  renew_own_deque_generation();  // task_groups made before this see a new deque owner
+}
+inline void detach_context() noexcept {
+  thread_context& context = this_thread_context();
+  context.named = -1;
+  context.deque = nullptr;
+  context.push_gate = nullptr;
+  context.wakes_workers = false;
+  renew_own_deque_generation();  // this thread's task_groups stop using the deque
+  context.owner = nullptr;
+  context.facade = nullptr;
+}
+
+// guest_of puts the calling thread in `host`'s context while it runs some of host's work
+// (a work item, a task body, an execute() call) without being one of its workers. A thread
+// of another scheduler has its worker or named-thread identity and its deque hidden
+// meanwhile (launches and task_groups inside would push onto a deque that is not host's);
+// it pushes onto a deque host lends it where `lend_deque` says so, else onto none. The
+// thread counts as running host's work (`running`), and gets back the context it had when
+// the scope ends, whatever the work did to it meanwhile (attach, helping).
+class guest_of {
+ public:
+  guest_of(scheduler::impl& host, bool lend_deque) noexcept : context_(this_thread_context()), outer_(context_) {
+    if (context_.owner != &host) {
+      context_.self = nullptr;
+      context_.named = -1;
+      context_.deque = lend_deque ? host.lend_deque() : nullptr;
+      context_.push_gate = &host.accepting;
+      context_.wakes_workers = !host.workers.empty();
+      // task_group tells its home thread by a generation a thread with a deque never shares.
+      if (context_.deque != nullptr && own_deque_generation == 0) renew_own_deque_generation();
+    }
+    context_.owner = &host;
+    context_.facade = &host.facade;
+    ++context_.running;
+  }
+  ~guest_of() { context_ = outer_; }
+  guest_of(const guest_of&) = delete;
+  guest_of& operator=(const guest_of&) = delete;
+
+ private:
+  thread_context& context_;
+  const thread_context outer_;
+};
+}  // namespace detail
+
+namespace detail {
 // abandon_stranded_coroutines abandons the coroutines of `owner` that are still suspended
 // behind work that has not completed (lib/coroutine.cpp): for its shutdown, once nothing
 // else of it runs. Each is reported, its frame and body freed, its task completed as never
@@ -420,6 +515,11 @@ bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept;
 // scheduler_access lets the task layer reach a scheduler's state.
 struct scheduler_access {
   static scheduler::impl& of(scheduler& facade) noexcept { return *facade.impl_; }
+  // schedule is scheduler's own schedule (to a named thread's queue, or at a priority).
+  template <class... Where>
+  static void schedule(scheduler& facade, work_item* item, Where... where) {
+    facade.schedule(item, where...);
+  }
 };
 }  // namespace detail
 

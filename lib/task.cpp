@@ -65,13 +65,13 @@ void destroy(task_base* task) noexcept {
   }
   // A task that never started still holds its prerequisites. As the last owner, nobody can
   // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
-  if (prerequisite_groups(task) != nullptr && task->state.prerequisites_unclaimed()) {
+  if (prerequisite_groups(task) != nullptr && task->state.still_holds_prerequisites()) {
     drop_prerequisite_references(task);
   }
   // A task's own group goes with its block; an event's groups and when_any's are alone.
   if (task_extras* extras = task->extras) {
     // relaxed: the last owner's acquire of the reference count ordered every earlier write
-    if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) release(predecessor);
+    if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) drop_reference(predecessor);
     for (edge_group* list : {extras->prerequisites, extras->owned}) {
       while (list != nullptr) {
         edge_group* next = list->next;
@@ -140,9 +140,8 @@ void enqueue(task_base* task) noexcept {
   } else if (task->target == target_none) {
     owner->schedule(task, task->task_priority());
   } else {
-    owner->facade.schedule(task, named_thread(task->target >> 2u),
-                           (task->target & 2u) != 0 ? thread_queue::local : thread_queue::main,
-                           (task->target & 1u) != 0);
+    scheduler_access::schedule(owner->facade, task, target_thread(task->target), target_queue(task->target),
+                               target_is_high(task->target));
   }
 }
 
@@ -164,11 +163,11 @@ void schedule(task_base* task) noexcept {
   if (wake_waiter) waiters_of(task).notify_all();
 }
 
-// execute runs a task whose execution flag this thread won, and completes it unless
+// execute runs a task whose execution this thread won (`began`), and completes it unless
 // nested tasks are still running.
-void execute(task_base* task, bool takes_prerequisites, next_task* next_slot) noexcept {
-  run_body(task, takes_prerequisites);
-  if (finish_body(task)) ready_loop(next_slot).complete_ran(task);
+void execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
+  run_body(task, began);
+  if (end_body(task) == part_outcome::finished) ready_loop(next_slot).complete_ran(task);
 }
 
 // is_only_prerequisite says whether `prerequisite` is the one prerequisite `task` has.
@@ -178,22 +177,22 @@ bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) 
 }
 
 // give_up_on readies a task that lost its chance to run (its scheduler shut down, or was
-// destroyed) for completion: its body goes, task_never_ran is its exception. True when it
-// may complete now.
-bool give_up_on(task_base* task, bool takes_prerequisites) noexcept {
-  if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
+// destroyed), whose execution `began` here, for completion: its body goes, task_never_ran
+// is its exception, and its part ends (finished: it may complete now).
+part_outcome give_up_on(task_base* task, begin_outcome began) noexcept {
+  if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   task->apply(task_op::drop_body);
   task->ensure_extras().exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
-  // As finish_body: before the release that may complete it (nothing nested: it never ran).
+  // As end_body: before the part that may complete it goes (nothing nested: it never ran).
   if (task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
-  return task->state.release_part();
+  return task->state.end_part();
 }
 
 // never_ran completes a task that lost its chance to run, in a ready loop of its own.
-void never_ran(task_base* task, bool takes_prerequisites) noexcept {
-  if (give_up_on(task, takes_prerequisites)) {
+void never_ran(task_base* task, begin_outcome began) noexcept {
+  if (give_up_on(task, began) == part_outcome::finished) {
     ready_loop loop(nullptr);
     loop.completed(task, false);
     loop.drain();
@@ -206,40 +205,40 @@ void never_ran(task_base* task, bool takes_prerequisites) noexcept {
 bool run_queued(work_item* item, work_action action) noexcept {
   auto* task = static_cast<task_base*>(item);
   if (action == work_action::discard) {
-    bool takes_prerequisites = false;
-    bool dropped = task->state.try_begin_execution(takes_prerequisites);
-    if (dropped) never_ran(task, takes_prerequisites);
-    release(task);
-    return dropped;
+    const begin_outcome dropped = task->state.try_begin();
+    if (began(dropped)) never_ran(task, dropped);
+    drop_reference(task);
+    return began(dropped);
   }
-  next_task current{task};
   // A waiter may have retracted the queued task (run it already): then this entry runs
   // nothing, and says so (a named thread's count of what it ran).
-  if (!task->state.try_begin_execution(current.takes_prerequisites)) {
-    release(task);  // the reference the queue (or the slot) held
-    return false;   // a waiter retracted it: this queue entry ran nothing
+  next_task current{task, task->state.try_begin()};
+  if (!began(current.claim)) {
+    drop_reference(task);  // the reference the queue (or the slot) held
+    return false;          // a waiter retracted it: this queue entry ran nothing
   }
-  current.begun = true;
   while (current.task != nullptr) {
     next_task next;
-    if (current.begun || current.task->state.try_begin_execution(current.takes_prerequisites)) {
+    if (began(current.claim)) {
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
       // prefetch only: nothing is read through the pointer). Not the subsequents themselves:
       // a launcher may still be writing them, and pulling them over early slowed a wavefront
       // built while it ran by a third.
       if (task_edge* newest = current.task->subsequents.newest_while_open()) __builtin_prefetch(newest);
-      execute(current.task, current.takes_prerequisites, &next);
+      execute(current.task, current.claim, &next);
     }  // else a waiter retracted it
-    if (next.begun && next.takes_prerequisites && is_only_prerequisite(current.task, next.task)) {
+    if (holds_prerequisites(next.claim) && is_only_prerequisite(current.task, next.task)) {
       // A chain's hop: the next task would drop its reference to this one as it starts.
       // Drop it here with the queue's (or the slot's), in one go.
-      next.takes_prerequisites = false;
-      release(current.task, 2);
+      next.claim = begin_outcome::began;
+      drop_reference(current.task, 2);
     } else {
-      release(current.task);  // the reference the queue (or the slot) held
+      drop_reference(current.task);  // the reference the queue (or the slot) held
     }
     current = next;
+    // A task the ready loop left in the slot without beginning it is claimed here.
+    if (current.task != nullptr && !began(current.claim)) current.claim = current.task->state.try_begin();
   }
   return true;
 }
@@ -274,7 +273,7 @@ void drop_handle(task_base* task) noexcept {
     std::uint64_t before =
         task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
     if ((before >> 32) == 1) last_handle_dropped(task);
-    release(task);
+    drop_reference(task);
     return;
   }
   // acquire: pairs with the release half of every other owner's drop. Holding the only
@@ -307,14 +306,14 @@ void drop_handle(task_base* task) noexcept {
   std::uint64_t before =
       task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
   bool left_to_handles = (before >> 32) == 1 && task->state.handles_hold_extra_reference();
-  release(task, left_to_handles ? 2 : 1);
+  drop_reference(task, left_to_handles ? 2 : 1);
 }
 
 void add_reference(task_base* task) noexcept {
   task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
 }
 
-void release(task_base* task, std::uint32_t count) noexcept {
+void drop_reference(task_base* task, std::uint32_t count) noexcept {
   // acquire: as in drop_handle, the sole owner destroys without a read-modify-write
   if (task->references.load(std::memory_order_acquire) == count * task_base::one_reference) {
     destroy(task);
@@ -394,11 +393,11 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
   if (task->kind() == task_kind::event) {
     task->state.add_locks(static_cast<std::uint32_t>(count));
   } else {
-    task->state.add_unshared_locks(static_cast<std::uint32_t>(count));
+    task->state.add_locks(static_cast<std::uint32_t>(count), exclusive_access);
   }
   std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
   // In one go, and never the last: the launch lock is still held.
-  if (already_complete != 0) task->state.release_locks(already_complete);
+  if (already_complete != 0) static_cast<void>(task->state.remove_locks(already_complete));
 }
 
 void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
@@ -406,19 +405,19 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
   // The prerequisites' locks stand in for the launch lock: the task cannot become ready
   // before the last of them goes, and the ones found complete are removed only at the end.
   trace_launch(task, prerequisites, count);
-  task->state.replace_launch_lock(static_cast<std::uint32_t>(count));
+  task->state.replace_launch_lock(static_cast<std::uint32_t>(count), exclusive_access);
   std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
   chaos::point(chaos::site::task_launch);
   if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
   ready_loop loop(nullptr);
-  loop.lock_released(task, task->state.release_locks(already_complete));
+  loop.lock_released(task, task->state.remove_locks(already_complete));
   loop.drain();
 }
 
 void drop_prerequisite_references(task_base* task) noexcept {
   for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
     for (std::uint32_t i = 0; i < group->count; ++i) {
-      if (task_base* prerequisite = group->edges()[i].prerequisite) release(prerequisite);
+      if (task_base* prerequisite = group->edges()[i].prerequisite) drop_reference(prerequisite);
     }
   }
 }
@@ -428,16 +427,17 @@ void drop_prerequisite_references(task_base* task) noexcept {
 void enter_pipe(task_base* task, magpie::pipe* into) noexcept {
   task->ensure_extras().pipe = into;
   task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
-  task->state.add_unshared_locks(1);  // the pipe's lock
+  task->state.add_locks(1, exclusive_access);  // the pipe's lock; nothing links to the task yet
   pipe_access::task_added(*into);
 }
 
 void launch_task(task_base* task, magpie::pipe* into) noexcept {
   trace_launch(task);
   chaos::point(chaos::site::task_launch);
-  const bool unshared = into == nullptr && prerequisite_groups(task) == nullptr;
-  if (unshared) {
-    task->state.release_unshared_launch_lock();  // no other thread can reach it yet
+  // Exclusive: no prerequisite lists it and no pipe, so no other thread can reach it yet.
+  const bool exclusive = into == nullptr && prerequisite_groups(task) == nullptr;
+  if (exclusive) {
+    task->state.remove_launch_lock(exclusive_access);
     if (task->kind() == task_kind::queued) {
       // What the ready loop would do, without it. The handle has not left launch() yet, so
       // no waiter can be blocked on the task: enqueue, without schedule's waiter check.
@@ -446,14 +446,14 @@ void launch_task(task_base* task, magpie::pipe* into) noexcept {
     }
   }
   ready_loop loop(nullptr);
-  loop.lock_released(task, unshared ? 0 : task->state.release_lock());
+  loop.lock_released(task, exclusive ? unlock_outcome::ready : task->state.remove_locks());
   loop.drain();
 }
 
 void trigger(task_base* event) noexcept {
   if (event->set_flag(triggered)) return;  // idempotent, and races are fine
   ready_loop loop(nullptr);
-  loop.lock_released(event, event->state.release_lock());
+  loop.lock_released(event, event->state.remove_locks());
   loop.drain();
 }
 
@@ -461,8 +461,8 @@ void complete_now(task_base* task) noexcept { trigger(task); }
 
 // --- running -----------------------------------------------------------------------------
 
-void run_body(task_base* task, bool takes_prerequisites) noexcept {
-  if (takes_prerequisites && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
+void run_body(task_base* task, begin_outcome began) noexcept {
+  if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
   running_frame mine{task, innermost_running, innermost_running != nullptr ? innermost_running->depth + 1 : 1};
   innermost_running = &mine;
@@ -479,17 +479,8 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current. A
     // thread of no scheduler pushes what the body launches (fork-join children included)
     // onto the deque lent to it, as an attached thread would (lib/lent_deques.cpp).
-    thread_context saved = context;
-    context.owner = owner;
-    context.facade = &owner->facade;
-    context.self = nullptr;
-    context.named = -1;
-    context.deque = saved.owner == nullptr ? owner->lend_deque() : nullptr;
-    context.push_gate = &owner->accepting;
-    context.wakes_workers = !owner->workers.empty();
-    ++context.running;
+    guest_of guest(*owner, context.owner == nullptr);
     task->apply(task_op::run);
-    context = saved;  // whatever the body changed in it, it changed back (attach, helping)
   }
   if (tracing::on(tracing::task)) [[unlikely]] {
     tracing::record(event_kind::task_finished, task, nullptr, 0, task->has_flag(has_exception) ? 1 : 0);
@@ -497,28 +488,29 @@ void run_body(task_base* task, bool takes_prerequisites) noexcept {
   innermost_running = mine.outer;
 }
 
-bool finish_body(task_base* task) noexcept {
+part_outcome end_body(task_base* task) noexcept {
   chaos::point(chaos::site::completion);
-  // Only the body adds nested tasks, so with none added no other thread writes num_locks.
+  // Only the body adds nested tasks, so with none added no other thread writes num_locks:
+  // the body's thread has exclusive access.
   if (task->extras == nullptr || task->extras->nested == nullptr) {
     // Complete by the store below (a waiter may see "finished" before the list closes): a
     // piped task leaves its pipe's count of uncompleted tasks first.
     if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_completing(*task->extras->pipe);
-    task->state.release_unshared_part();
-    return true;
+    task->state.end_part(exclusive_access);
+    return part_outcome::finished;
   }
   // Before the body's part goes: a waiter that sees the flag may walk the nested list.
   task->flags.fetch_or(body_returned, std::memory_order_release);  // release: pairs with retract's has_flag
-  return release_part_of(task);
+  return end_part_of(task);
 }
 
-bool release_part_of(task_base* task) noexcept {
+part_outcome end_part_of(task_base* task) noexcept {
   magpie::pipe* piped_into = task->extras != nullptr ? task->extras->pipe : nullptr;
-  if (piped_into == nullptr) return task->state.release_part();
-  if (task->state.release_part_unless_last()) return false;  // other parts remain
+  if (piped_into == nullptr) return task->state.end_part();
+  if (task->state.end_part_unless_last() == part_outcome::parts_remain) return part_outcome::parts_remain;
   // The last part of a piped task: it leaves its pipe's count before it is complete.
   pipe_access::task_completing(*piped_into);
-  return task->state.release_part();
+  return task->state.end_part();
 }
 
 bool is_running_here(const task_base* task) noexcept {
@@ -580,7 +572,7 @@ void add_nested(task_base* nested) noexcept {
   edge->kind = edge_kind::nested;
   add_reference(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
   add_reference(parent);  // the edge's: the parent may complete after its body returns
-  parent->state.add_nested_lock();
+  parent->state.add_nested_part();
   tracing::trace_point(tracing::task, event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
                        static_cast<std::uint32_t>(edge_kind::nested));
   task_extras& extras = parent->ensure_extras();
@@ -588,8 +580,8 @@ void add_nested(task_base* nested) noexcept {
   extras.nested = group;
   if (!push_subsequent(nested, edge)) {
     hand_on_exception(nested, parent);
-    parent->state.release_part();  // never the last: the body still holds its part
-    release(parent);
+    static_cast<void>(parent->state.end_part());  // parts_remain: the body still holds its part
+    drop_reference(parent);
   }
 }
 
@@ -597,7 +589,7 @@ bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
   // A task finished open (lib/task_wait.cpp, finish_open) is complete with its list still
   // open: whichever of its completer and us sees the other closes the list.
-  if (prerequisite->state.has_finished_for_comer()) ready_loop(nullptr).close_left_open(prerequisite);
+  if (prerequisite->state.has_finished_after_announcing()) ready_loop(nullptr).close_left_open(prerequisite);
   return true;
 }
 
@@ -627,7 +619,7 @@ void drop_nested_hold(task_extras& extras) noexcept {
   if (extras.nested_holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   for (edge_group* group = extras.nested; group != nullptr;) {  // every nested task has completed
     edge_group* next = group->next;
-    release(group->edges()->prerequisite);
+    drop_reference(group->edges()->prerequisite);
     edge_group::destroy_alone(group);
     group = next;
   }
@@ -641,10 +633,10 @@ void drop_nested_hold(task_extras& extras) noexcept {
 // lock left, another thread may remove that lock, run the body and add `extras` meanwhile
 // (reading `extras` here would race with that); the piped flag was set before anyone could reach
 // the task, and a piped task left with 1 lock holds only its pipe's, which is ours.
-void ready_loop::lock_released(task_base* task, std::uint32_t remaining) noexcept {
-  if (remaining == 0) {
+void ready_loop::lock_released(task_base* task, unlock_outcome left) noexcept {
+  if (left == unlock_outcome::ready) {
     ready(task);
-  } else if (remaining == 1 && task->has_flag(piped)) {
+  } else if (left == unlock_outcome::one_lock_left && task->has_flag(piped)) {
     join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
   }
 }
@@ -656,7 +648,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   // ours (release) to the next joiner
   task_base* previous = last.exchange(task, std::memory_order_acq_rel);
   if (previous == nullptr) {
-    lock_released(task, task->state.release_lock());
+    lock_released(task, task->state.remove_locks());
     return;
   }
   chaos::point(chaos::site::pipe_handover);  // the previous task may complete meanwhile
@@ -675,10 +667,10 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   if (!linked) {
     // The previous one already completed: take the link's reference back (unless a waiter
     // holds it just now: then the task's completion or destruction drops it).
-    if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) release(back);  // acquire: pairs with a waiter's putting it back
+    if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference(back);  // acquire: pairs with a waiter's putting it back
   }
-  release(previous);
-  if (!linked) lock_released(task, task->state.release_lock());
+  drop_reference(previous);
+  if (!linked) lock_released(task, task->state.remove_locks());
 }
 
 void ready_loop::ready(task_base* task) noexcept {
@@ -687,16 +679,16 @@ void ready_loop::ready(task_base* task) noexcept {
       completed(task, false);
       return;
     case task_kind::inline_run: {
-      bool takes_prerequisites = false;
-      if (!task->state.try_begin_execution(takes_prerequisites)) return;
+      const begin_outcome claim = task->state.try_begin();
+      if (!began(claim)) return;
       if (scheduler_slot::is_retired(task->owner_index)) {
         // Completed on this loop, not one of its own: a chain of orphans must not recurse.
         report_orphan(task);
-        if (give_up_on(task, takes_prerequisites)) completed(task, false);
+        if (give_up_on(task, claim) == part_outcome::finished) completed(task, false);
         return;
       }
-      run_body(task, takes_prerequisites);
-      if (finish_body(task)) completed(task, false);
+      run_body(task, claim);
+      if (end_body(task) == part_outcome::finished) completed(task, false);
       return;
     }
     case task_kind::queued:
@@ -704,15 +696,14 @@ void ready_loop::ready(task_base* task) noexcept {
         next_slot_->task = task;  // runs next on this thread: no queue, no wake-up
       } else if (scheduler_slot::is_retired(task->owner_index)) {
         // As enqueue would, but completed on this loop: a chain of orphans must not recurse.
-        bool takes_prerequisites = false;
-        if (task->state.try_begin_execution(takes_prerequisites)) {
+        if (const begin_outcome claim = task->state.try_begin(); began(claim)) {
           report_orphan(task);
-          if (give_up_on(task, takes_prerequisites)) {
+          if (give_up_on(task, claim) == part_outcome::finished) {
             completed(task, true);  // the system's reference goes after its completion
             return;
           }
         }
-        release(task);  // the system's
+        drop_reference(task);  // the system's
       } else {
         schedule(task);
       }
@@ -729,7 +720,7 @@ void settle_extras(task_base* task) noexcept {
   if (extras.nested != nullptr) drop_nested_hold(extras);  // the completion's: the list goes with the last hold
   if (task->has_flag(piped)) {
     // acquire: pairs with join_pipe's store or a waiter's putting it back
-    if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) release(predecessor);
+    if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference(predecessor);
   }
 }
 
@@ -749,12 +740,13 @@ bool nobody_can_add_subsequents(const task_base* task) noexcept {
 
 // began_as_last_unlock: a plain task (no pipe, nothing extra) that would go to the free next
 // slot once its last lock goes begins in the CAS that removes that lock — one read-modify-write
-// where release_lock and then try_begin_execution take two (a chain's every hop).
+// where remove_locks and then try_begin take two (a chain's every hop).
 bool ready_loop::began_as_last_unlock(task_base* task) noexcept {
   if (task->kind() != task_kind::queued || task->extras != nullptr || !can_run_here(task)) return false;
-  if (!task->state.try_unlock_and_begin(next_slot_->takes_prerequisites)) return false;
+  const begin_outcome claim = task->state.try_remove_last_lock_and_begin();
+  if (!began(claim)) return false;
   next_slot_->task = task;
-  next_slot_->begun = true;
+  next_slot_->claim = claim;
   return true;
 }
 
@@ -834,14 +826,14 @@ void ready_loop::drain_queued() noexcept {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
     finish(task);
-    if (task->kind() != task_kind::queued) release(task);  // the system's: events and inline tasks end here
-    if ((tagged & 1u) != 0) release(task);
+    if (task->kind() != task_kind::queued) drop_reference(task);  // the system's: events and inline tasks end here
+    if ((tagged & 1u) != 0) drop_reference(task);
   }
 }
 
-// release_edges acts on the edges a close took from a task's subsequent list (newest
+// release_subsequents acts on the edges a close took from a task's subsequent list (newest
 // first): each subsequent loses the lock, part or trigger the edge stood for.
-void ready_loop::release_edges(task_edge* newest_first) noexcept {
+void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
   task_edge* in_order = nullptr;  // registration order: first launched, first released
   while (newest_first != nullptr) {
     task_edge* next = subsequent_list<task_edge>::next_of(newest_first);
@@ -858,32 +850,32 @@ void ready_loop::release_edges(task_edge* newest_first) noexcept {
       case edge_kind::pipe:
         // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task
         // with several prerequisites are not its last.
-        if (next_slot_ == nullptr || next_slot_->task != nullptr || !subsequent->state.one_lock_left() ||
+        if (next_slot_ == nullptr || next_slot_->task != nullptr || !subsequent->state.looks_like_last_lock() ||
             !began_as_last_unlock(subsequent)) {
           // Nothing here holds a reference to the subsequent: once the lock goes, another
           // thread may remove the last one, run it and free it. So whether it is piped is
           // read first, while the lock still keeps it (a piped task left with only its pipe's
           // lock cannot run: that lock is this thread's to remove, in join_pipe).
           bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
-          std::uint32_t remaining = subsequent->state.release_lock();
-          if (remaining == 0) {
+          const unlock_outcome left = subsequent->state.remove_locks();
+          if (left == unlock_outcome::ready) {
             ready(subsequent);
-          } else if (remaining == 1 && piped) {
+          } else if (left == unlock_outcome::one_lock_left && piped) {
             join_pipe(subsequent);
           }
         }
         break;
       case edge_kind::nested:
         hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
-        if (release_part_of(subsequent)) {
+        if (end_part_of(subsequent) == part_outcome::finished) {
           completed(subsequent, true);  // the edge's reference goes after its completion
         } else {
-          release(subsequent);
+          drop_reference(subsequent);
         }
         break;
       case edge_kind::any:
-        if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.release_lock());
-        release(subsequent);
+        if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.remove_locks());
+        drop_reference(subsequent);
         break;
     }
     in_order = next;
@@ -900,7 +892,7 @@ void ready_loop::finish(task_base* task) noexcept {
   // After close: pairs with the waiter's flag-then-check. Before the subsequents are
   // released: an inline one runs here, for as long as it likes, and the task is complete.
   if (waiter_flagged(task)) waiters_of(task).notify_all();
-  release_edges(newest_first);
+  release_subsequents(newest_first);
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
 }
 

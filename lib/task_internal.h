@@ -16,15 +16,14 @@ namespace magpie::detail {
 // of 100,000 events completes in one loop, not 100,000 nested calls.
 //
 //   ready_loop loop(nullptr);
-//   loop.lock_released(task, task->state.release_lock());
+//   loop.lock_released(task, task->state.remove_locks());
 //   loop.drain();
 // next_task is the ready loop's slot for the first ready task this thread may run: the
-// caller runs it next without queueing it. `begun`: its execution was already claimed (as
-// it became ready: task_state::try_unlock_and_begin), with `takes_prerequisites`.
+// caller runs it next without queueing it. `claim`: whether its execution was already won
+// (as it became ready: task_state::try_remove_last_lock_and_begin), and how.
 struct next_task {
   task_base* task = nullptr;
-  bool begun = false;
-  bool takes_prerequisites = false;
+  begin_outcome claim = begin_outcome::refused;
 };
 
 class ready_loop {
@@ -34,8 +33,8 @@ class ready_loop {
   ready_loop(const ready_loop&) = delete;
   ready_loop& operator=(const ready_loop&) = delete;
 
-  // lock_released acts on `task` having `remaining` locks left.
-  void lock_released(task_base* task, std::uint32_t remaining) noexcept;
+  // lock_released acts on what removing a lock of `task` left.
+  void lock_released(task_base* task, unlock_outcome left) noexcept;
 
   // completed queues `task` for completion; with `drop_reference`, one reference the
   // caller held is released after it.
@@ -46,8 +45,8 @@ class ready_loop {
     if (queued_here_ != 0 || spilled_) drain_queued();
   }
 
-  // complete_ran completes a queued task whose body ran on this thread (finish_body said
-  // so), then drains what that makes ready.
+  // complete_ran completes a queued task whose body ran on this thread (end_body said
+  // it finished), then drains what that makes ready.
   void complete_ran(task_base* task) noexcept {
     finish(task);
     drain();
@@ -57,7 +56,7 @@ class ready_loop {
   // took it back (lib/task_wait.cpp, finish_open), and releases what it held:
   // nothing when another thread closed it first. Then drains.
   void close_left_open(task_base* task) noexcept {
-    release_edges(task->subsequents.close());
+    release_subsequents(task->subsequents.close());
     drain();
   }
 
@@ -66,7 +65,7 @@ class ready_loop {
   bool began_as_last_unlock(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
-  void release_edges(task_edge* newest_first) noexcept;
+  void release_subsequents(task_edge* newest_first) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
@@ -106,15 +105,15 @@ class no_worker_nap {
 // owner_of is the scheduler `task` belongs to.
 inline scheduler::impl* owner_of(const task_base* task) noexcept { return scheduler_slot::at(task->owner_index); }
 
-// run_body runs a task's body on this thread (the execution flag already won): hands
-// back its prerequisites when the win `takes_prerequisites` (see task_state), sets the
-// thread's current task and scheduler around the call.
-void run_body(task_base* task, bool takes_prerequisites) noexcept;
+// run_body runs a task's body on this thread, which `began` it: drops its references to
+// its prerequisites when the win held them (begin_outcome::began_holding_prerequisites),
+// sets the thread's current task and scheduler around the call.
+void run_body(task_base* task, begin_outcome began) noexcept;
 
 // claim_prerequisites is true for the one caller that takes over the references a task
 // holds on its prerequisites before it begins (a waiter retracting them, an event's
 // completer); that caller may read the edges, then calls drop_prerequisite_references. A
-// task that begins unclaimed takes them itself (task_state::try_begin_execution). Inline:
+// task that begins unclaimed takes them itself (begin_outcome::began_holding_prerequisites). Inline:
 // a task without prerequisites, the common case on the wait path, costs one load.
 inline bool claim_prerequisites(task_base* task) noexcept {
   return prerequisite_groups(task) != nullptr && task->state.try_claim_prerequisites();
@@ -150,15 +149,15 @@ void hand_on_exception(task_base* nested, task_base* parent) noexcept;
 bool try_hold_nested(task_extras& extras) noexcept;
 void drop_nested_hold(task_extras& extras) noexcept;
 
-// finish_body releases the body's part of a task that ran on this thread; true when that
-// completed the task (no nested task still running): the caller completes it.
-bool finish_body(task_base* task) noexcept;
+// end_body ends the body's part of a task that ran on this thread; finished when no
+// nested task still runs: the caller completes it.
+part_outcome end_body(task_base* task) noexcept;
 
-// release_part_of releases one part (the body's or a nested task's) of a running task;
-// true when it was the last: the caller completes the task. A piped task leaves its pipe's
+// end_part_of ends one part (the body's or a nested task's) of a running task; finished
+// when it was the last: the caller completes the task. A piped task leaves its pipe's
 // count of uncompleted tasks just before its last part goes (pipe::has_work, ~pipe): a
-// waiter may see it complete by that release, before its list closes.
-bool release_part_of(task_base* task) noexcept;
+// waiter may see it complete by that end, before its list closes.
+part_outcome end_part_of(task_base* task) noexcept;
 
 // is_running_here says whether this thread is inside `task`'s body (directly or in a task
 // that body is running inline).

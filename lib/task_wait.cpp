@@ -257,7 +257,7 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
       }
     } clear_waiter{own_queues};
     auto key = events.prepare_wait();
-    bool completed = task->subsequents.is_closed() || task->state.has_finished_for_comer();
+    bool completed = task->subsequents.is_closed() || task->state.has_finished_after_announcing();
     if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
       events.cancel_wait();
       continue;

@@ -30,7 +30,7 @@ task_base* new_event(const char* name, const prerequisite_buffer& inputs) {
 
 task<> when_all(const prerequisite_buffer& inputs) {
   task_base* event = new_event("when_all", inputs);
-  task<> handle = task<>::adopt(event);
+  task<> handle = task_access::adopt(event);
   if (inputs.size() != 0) {
     event->ensure_extras();  // where the event keeps its groups
     add_prerequisites(event, inputs.data(), inputs.size(), edge_group::create_alone(inputs.size()));
@@ -41,7 +41,7 @@ task<> when_all(const prerequisite_buffer& inputs) {
 
 task<> when_any(const prerequisite_buffer& inputs) {
   task_base* event = new_event("when_any", inputs);
-  task<> handle = task<>::adopt(event);
+  task<> handle = task_access::adopt(event);
   if (inputs.size() == 0) {
     trigger(event);
     return handle;
@@ -64,7 +64,7 @@ task<> when_any(const prerequisite_buffer& inputs) {
     add_reference(event);
     if (!push_subsequent(input, edge)) {
       trigger(event);
-      release(event);
+      drop_reference(event);
     }
   }
   return handle;
@@ -88,7 +88,7 @@ std::optional<std::size_t> wait_any(const prerequisite_buffer& inputs,
     if (!is_running_here(input) && retract(input, 0) && input->is_completed()) return i;
   }
   task<> any = when_any(inputs);
-  if (!wait(any.base(), deadline)) return std::nullopt;
+  if (!wait(task_access::base(any), deadline)) return std::nullopt;
   return first_completed();
 }
 

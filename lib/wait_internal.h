@@ -81,7 +81,7 @@ class held_reference {
     if (task_ != nullptr) add_reference(task_);
   }
   ~held_reference() {
-    if (task_ != nullptr) release(task_);
+    if (task_ != nullptr) drop_reference(task_);
   }
   held_reference(const held_reference&) = delete;
   held_reference& operator=(const held_reference&) = delete;

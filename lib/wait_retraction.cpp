@@ -63,7 +63,7 @@ bool is_stale_task(work_item* item) noexcept {
 // reference goes, as run_queued would let it go for a task already begun.
 void drop_stale(work_item* item) noexcept {
   if (stale_left != 0) --stale_left;
-  release(static_cast<task_base*>(item));
+  drop_reference(static_cast<task_base*>(item));
 }
 
 namespace {
@@ -133,11 +133,11 @@ void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
 
 // run_here runs a task whose execution this thread won, retracting its nested tasks while
 // the body's part keeps them alive; true when it completed here.
-bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcept {
+bool run_here(task_base* task, begin_outcome claim, unsigned depth) noexcept {
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
-  run_body(task, takes_prerequisites);
+  run_body(task, claim);
   retract_nested(task, depth);
-  if (!finish_body(task)) return false;
+  if (end_body(task) != part_outcome::finished) return false;
   ready_loop(nullptr).complete_ran(task);
   return true;
 }
@@ -148,9 +148,9 @@ bool run_here(task_base* task, bool takes_prerequisites, unsigned depth) noexcep
 // Otherwise (a body dropped that handle) it is released as any reference.
 void leave_or_release(task_base* task, task_base* const* through) noexcept {
   if (through != nullptr && *through == task) {
-    task->state.leave_reference_to_handles();
+    task->state.leave_reference_to_handles(exclusive_access);
   } else {
-    release(task);
+    drop_reference(task);
   }
 }
 
@@ -174,12 +174,12 @@ bool came_since_finished(const task_base* task) noexcept {
 // "finished" store completes it (task_base::is_completed), and a light barrier orders that
 // store before the looks for a pusher or a blocked waiter that came meanwhile. Whoever comes
 // later sees "finished" (a pusher then closes the list itself, push_subsequent); whoever
-// came while the body ran made the heavy barrier (task_state::has_finished_for_comer), so
+// came while the body ran made the heavy barrier (task_state::has_finished_after_announcing), so
 // either it sees "finished" or these looks see what it did. One locked exchange fewer per
 // task than a close (test/model/task_left_open_model.cpp).
 void finish_open(task_base* task) noexcept {
   tracing::trace_point(tracing::task, tracing::event_kind::task_completed, task);
-  task->state.release_unshared_part();
+  task->state.end_part(exclusive_access);
   std_atomics::light_barrier();
   if (came_since_finished(task)) settle_open(task);
 }
@@ -189,10 +189,10 @@ void finish_open(task_base* task) noexcept {
 [[gnu::always_inline]] inline bool finish_begun(task_base* task, task_base* const* through) noexcept {
   if (task->extras == nullptr) {  // the body added no nested task: nobody else writes the word
     finish_open(task);
-  } else if (finish_body(task)) {
+  } else if (end_body(task) == part_outcome::finished) {
     ready_loop(nullptr).complete_ran(task);
   } else {
-    release(task);  // nested tasks still run: it may still be written
+    drop_reference(task);  // nested tasks still run: it may still be written
     return false;
   }
   leave_or_release(task, through);
@@ -201,19 +201,19 @@ void finish_open(task_base* task) noexcept {
 
 // run_taken_back_here is run_taken_back, inlined on the path of a launch followed by its wait.
 inline bool run_taken_back_here(task_base* task, unsigned depth, task_base* const* through, bool open) noexcept {
-  bool takes_prerequisites = false;
-  if (!task->state.try_begin_execution(takes_prerequisites, open)) {
+  const begin_outcome claim = open ? task->state.try_begin_open() : task->state.try_begin();
+  if (!began(claim)) {
     bool done = task->is_completed();
-    release(task);
+    drop_reference(task);
     return done;
   }
   if (!open) {
-    bool done = run_here(task, takes_prerequisites, depth);
-    release(task);  // the queue's reference
+    bool done = run_here(task, claim, depth);
+    drop_reference(task);  // the queue's reference
     return done;
   }
   tracing::trace_point(tracing::task, tracing::event_kind::task_retracted, task);
-  run_body(task, takes_prerequisites);
+  run_body(task, claim);
   retract_nested(task, depth);
   finish_begun(task, through);
   return true;
@@ -284,7 +284,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   // owner may still be adding to it.
   bool readable = task->kind() != task_kind::event || task->has_flag(triggered);
   bool claimed = readable && claim_prerequisites(task);
-  // acquire: pairs with finish_body's release of body_returned (the nested list it
+  // acquire: pairs with end_body's release of body_returned (the nested list it
   // settles); piped was set before anyone could reach the task
   const std::uint8_t flags = task->flags.load(std::memory_order_acquire);
   // Bodies run for what it waits for may drop the handle the caller holds it by.
@@ -316,9 +316,9 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   } else if (!can_retract_here(task)) {
     return task->is_completed();
   }
-  bool takes_prerequisites = false;
-  if (!task->state.try_begin_execution(takes_prerequisites)) return task->is_completed();
-  run_here(task, takes_prerequisites, depth);
+  const begin_outcome claim = task->state.try_begin();
+  if (!began(claim)) return task->is_completed();
+  run_here(task, claim, depth);
   if (task->target == target_none) left_stale(task);
   return true;
 }

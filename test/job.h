@@ -36,13 +36,13 @@ struct job : detail::work_item {
 
 // launch schedules `body` on `pool` as a job.
 inline void launch(scheduler& pool, std::function<void()> body, priority p = priority::normal) {
-  pool.schedule(new job(std::move(body)), p);
+  detail::schedule_item(pool, new job(std::move(body)), p);
 }
 
 // launch_on schedules `body` on a named thread's queue.
 inline void launch_on(scheduler& pool, named_thread thread, std::function<void()> body,
                       thread_queue queue = thread_queue::main, bool high = false) {
-  pool.schedule(new job(std::move(body)), thread, queue, high);
+  detail::schedule_item(pool, new job(std::move(body)), thread, queue, high);
 }
 
 // help_until runs queued work on this thread until `done()` holds — how a waiting thread

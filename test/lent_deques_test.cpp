@@ -87,7 +87,7 @@ TEST_CASE("lent_deques: a thread holding a destroyed scheduler's deque borrows a
 // slot_of is the scheduler slot `pool` took (scheduler_slot): what its tasks name.
 std::uint8_t slot_of(scheduler& pool) {
   task<> probe = pool.launch("probe", [] {});
-  std::uint8_t index = probe.base()->owner_index;
+  std::uint8_t index = magpie::detail::task_access::base(probe)->owner_index;
   probe.wait();
   return index;
 }
@@ -111,7 +111,7 @@ TEST_CASE("lent_deques: a thread exiting with a record of a scheduler whose slot
     task<> kept;  // retired: a task of `first` outlives it, so its slot is retired, not freed
     std::thread holder([&] {
       task<> mine = first->launch("borrows a deque", [] {});  // the launch borrows one of its deques
-      first_slot.store(mine.base()->owner_index, std::memory_order_relaxed);  // relaxed: published by `borrowed`
+      first_slot.store(magpie::detail::task_access::base(mine)->owner_index, std::memory_order_relaxed);  // relaxed: published by `borrowed`
       mine.wait();
       if (retired) kept = mine;
       mine = task<>();

@@ -372,7 +372,7 @@ TEST_CASE("named_thread: work stranded in a named-thread queue at shutdown is re
   bool ran = false;
   {
     scheduler pool(small_pool());
-    pool.schedule(new job([&] { ran = true; }, "draw the frame", &discarded), named_thread::render);
+    magpie::detail::schedule_item(pool, new job([&] { ran = true; }, "draw the frame", &discarded), named_thread::render);
   }
   CHECK_FALSE(ran);
   CHECK(discarded.load() == 1);

@@ -415,7 +415,7 @@ TEST_CASE("scheduler: a launch from outside after shutdown is reported and disca
   pool.shutdown();
   std::atomic<int> discarded{0};
   std::atomic<bool> ran{false};
-  pool.schedule(new job([&] { ran.store(true); }, "late job", &discarded));
+  magpie::detail::schedule_item(pool, new job([&] { ran.store(true); }, "late job", &discarded));
   CHECK_FALSE(ran.load());
   CHECK(discarded.load() == 1);
   auto reports = recorder.reports();

@@ -63,6 +63,36 @@ TEST_CASE("task: runs_on names the named thread a task was placed on, and nothin
   pool.detach();
 }
 
+// The handle's task object, the slot it keeps it in, a handle made from a task object and
+// the scheduler's work-item queueing are magpie's own (detail::task_access,
+// detail::schedule_item), not part of what a user's code can call.
+template <class Handle>
+concept exposes_task_object = requires(const Handle& handle, magpie::detail::task_base* base) {
+  handle.base();
+  handle.base_slot();
+  Handle::adopt(base);
+};
+template <class Pool>
+concept exposes_work_items = requires(Pool& pool, magpie::detail::work_item* item) { pool.schedule(item); };
+static_assert(!exposes_task_object<task<>> && !exposes_task_object<task<int>>);
+static_assert(!exposes_work_items<scheduler>);
+
+TEST_CASE("task: the placement's named thread, queue and priority read back as placed") {
+  using namespace magpie::detail;
+  for (bool high : {false, true}) {
+    for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
+      for (named_thread thread : {named_thread::game, named_thread::render, named_thread::user(3)}) {
+        const std::uint8_t packed = on_thread(thread, queue, high).target();
+        CHECK(packed == target_of(thread, queue, high));
+        CHECK(target_thread(packed) == thread);
+        CHECK(target_queue(packed) == queue);
+        CHECK(target_is_high(packed) == high);
+      }
+    }
+  }
+  CHECK(placement(priority::high).target() == target_none);
+}
+
 TEST_CASE("task: an invalid handle counts as completed; get_result on it is reported and throws") {
   test::diagnostic_recorder recorder;
   task<int> nothing;
@@ -586,19 +616,19 @@ TEST_CASE("task: a task's own prerequisite edges sit before it in the same block
   task<> gate_task = gate;
   auto first = pool.launch("first", [] { return 1; }, gate);
   auto second = pool.launch("second", [] { return 2; }, prerequisites(gate, first), priority::high);
-  const detail::task_base* base = second.base();
+  const detail::task_base* base = magpie::detail::task_access::base(second);
   const detail::edge_group* group = detail::prerequisite_groups(base);
   REQUIRE(group != nullptr);
   CHECK(group->next == nullptr);
   CHECK(group->count == 2);
   CHECK(reinterpret_cast<const unsigned char*>(group) + sizeof(detail::edge_group) ==
         reinterpret_cast<const unsigned char*>(base));
-  CHECK(group->edges()[0].prerequisite == gate_task.base());
-  CHECK(group->edges()[1].prerequisite == first.base());
+  CHECK(group->edges()[0].prerequisite == magpie::detail::task_access::base(gate_task));
+  CHECK(group->edges()[1].prerequisite == magpie::detail::task_access::base(first));
   // The mark that says so shares a byte with the kind and the priority, and spoils neither.
   CHECK(base->task_priority() == priority::high);
   CHECK(base->kind() == detail::task_kind::queued);
-  CHECK(detail::prerequisite_groups(gate_task.base()) == nullptr);
+  CHECK(detail::prerequisite_groups(magpie::detail::task_access::base(gate_task)) == nullptr);
   gate.trigger();
   CHECK(second.get_result() == 2);
   CHECK(first.get_result() == 1);

@@ -294,11 +294,11 @@ TEST_CASE("wait: wait_all takes back what this thread launched, in runs, and run
     CHECK(wait_all(handles));
     for (auto& each : handles) {
       CHECK(each.is_completed());
-      CHECK_FALSE(each.base()->subsequents.is_closed());  // completed by its "finished" store alone
+      CHECK_FALSE(magpie::detail::task_access::base(each)->subsequents.is_closed());  // completed by its "finished" store alone
     }
     task<int> after = pool.launch("after", [&handles] { return handles[0].get_result() * 10; }, handles[0]);
     CHECK(after.get_result() == 10);
-    CHECK(handles[0].base()->subsequents.is_closed());  // the launch behind it closed the list
+    CHECK(magpie::detail::task_access::base(handles[0])->subsequents.is_closed());  // the launch behind it closed the list
     task_event gate("gate", pool);
     gate.add_prerequisites(handles[1]);
     gate.trigger();
@@ -431,17 +431,17 @@ TEST_CASE("wait: a task its waiter took back completes with its list open; what 
   task<int> first = pool.launch("first", [] { return 1; });
   CHECK(first.get_result() == 1);  // taken back off this thread's deque, run here
   CHECK(first.is_completed());
-  CHECK_FALSE(first.base()->subsequents.is_closed());  // its "finished" store completed it
+  CHECK_FALSE(magpie::detail::task_access::base(first)->subsequents.is_closed());  // its "finished" store completed it
   task<int> behind = pool.launch("behind", [&first] { return first.get_result() + 1; }, first);
   CHECK(behind.get_result() == 2);
-  CHECK(first.base()->subsequents.is_closed());  // the launch behind it closed the list
+  CHECK(magpie::detail::task_access::base(first)->subsequents.is_closed());  // the launch behind it closed the list
   task<int> second = pool.launch("second", [] { return 3; });
   CHECK(second.wait(std::chrono::seconds(10)));
   CHECK(wait_any(std::vector<task<int>>{second}) == std::optional<std::size_t>(0));
   CHECK(when_all(std::vector<task<int>>{second}).wait(std::chrono::seconds(10)));
   task<> throws = pool.launch("throws", [] { throw std::runtime_error("boom"); });
   throws.wait();  // completes the ordinary way: the exception is extra
-  CHECK(throws.base()->subsequents.is_closed());
+  CHECK(magpie::detail::task_access::base(throws)->subsequents.is_closed());
   CHECK_THROWS_AS(throws.get_result(), std::runtime_error);
   pool.detach();
 }
@@ -677,7 +677,7 @@ TEST_CASE("wait: with no workers, a waiter is not stranded when another waiter m
     q_running.store(true, std::memory_order_release);  // release: pairs with the acquire below
     // Finish only once the main thread has announced it blocks on x (it then re-checks x,
     // which is not ready either way, and sleeps).
-    while (!x.is_valid() || !x.base()->has_flag(detail::has_waiter)) std::this_thread::yield();
+    while (!x.is_valid() || !magpie::detail::task_access::base(x)->has_flag(detail::has_waiter)) std::this_thread::yield();
   });
   task<> p = pool.launch("p", [] {}, q);
   x = pool.launch("x", [] {}, p);

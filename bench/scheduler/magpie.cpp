@@ -43,7 +43,7 @@ struct fan_out_job : magpie::detail::work_item, pooled {
   static bool handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {
     auto* me = static_cast<fan_out_job*>(self);
     magpie::scheduler& pool = *magpie::scheduler::current();
-    for (std::uint64_t i = 0; i < me->count; ++i) pool.schedule(new empty_job(*me->done));
+    for (std::uint64_t i = 0; i < me->count; ++i) magpie::detail::schedule_item(pool, new empty_job(*me->done));
     delete me;
     return true;
   }
@@ -86,14 +86,14 @@ int main(int argc, char** argv) {
 
     auto from_caller = bench::time_runs(chosen.runs, [&] {
       std::atomic<std::uint64_t> done{0};
-      for (std::uint64_t i = 0; i < jobs; ++i) pool.schedule(new empty_job(done));
+      for (std::uint64_t i = 0; i < jobs; ++i) magpie::detail::schedule_item(pool, new empty_job(done));
       help_until_done(pool, done, jobs);
     });
     bench::record(chosen, "magpie", "empty_jobs_from_caller", param, threads, from_caller, jobs);
 
     auto from_worker = bench::time_runs(chosen.runs, [&] {
       std::atomic<std::uint64_t> done{0};
-      pool.schedule(new fan_out_job(jobs, done));
+      magpie::detail::schedule_item(pool, new fan_out_job(jobs, done));
       help_until_done(pool, done, jobs);
     });
     bench::record(chosen, "magpie", "empty_jobs_from_worker", param, threads, from_worker, jobs);
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
       job->handler = &stamp_job::handle;
       job->when = &ran_at;
       auto launched = std::chrono::steady_clock::now().time_since_epoch().count();
-      pool.schedule(job);
+      magpie::detail::schedule_item(pool, job);
       while (ran_at.load(std::memory_order_acquire) == 0) std::this_thread::yield();  // acquire: pairs with the job's release; yield as the tbb peer does
       latencies.push_back(static_cast<double>(ran_at.load() - launched) * 1e-9);
     }

@@ -21,6 +21,7 @@
 // returns false and every point compiles to nothing.
 #pragma once
 
+#include <magpie/chaos_options.h>
 #include <magpie/detail/chaos_points.h>
 
 #include <array>
@@ -34,15 +35,8 @@ namespace magpie::chaos {
 // site names a chaos point of the core: one of the decision points chaos mode can delay.
 using site = detail::chaos::site;
 
-// options: the seed, and the chance (0..1) that a point injects a delay. Of the delays,
-// about half are yields, a third short spins (up to ~2000 pause instructions) and the
-// rest sleeps of 1–50 µs.
-struct options {
-  // seed picks the generator's sequence: the same seed repeats each thread's choices.
-  std::uint64_t seed = 1;
-  // rate is the chance, 0 to 1, that a point injects a delay.
-  double rate = 0.05;
-};
+// options is chaos_options (magpie/chaos_options.h): the seed and the rate.
+using options = chaos_options;
 
 // compiled_in says whether this build has the chaos points (false in release builds).
 inline constexpr bool compiled_in = detail::chaos::compiled_in;

@@ -240,11 +240,11 @@ class task_awaiter {
 
   // A task not started yet runs here first (work-first, as a wait's retraction would), and
   // the coroutine goes on without suspending.
-  bool await_ready() const noexcept { return awaited_.is_completed() || run_awaited_here(awaited_.base()); }
+  bool await_ready() const noexcept { return awaited_.is_completed() || run_awaited_here(detail::task_access::base(awaited_)); }
   template <class Promise>
   void await_suspend(std::coroutine_handle<Promise> frame) {
     coro_promise_base& promise = as_magpie_promise(frame);
-    resume_later(frame, promise, awaited_.base(), placement(promise.owner->task_priority()));
+    resume_later(frame, promise, detail::task_access::base(awaited_), placement(promise.owner->task_priority()));
   }
   decltype(auto) await_resume() const {
     if constexpr (std::is_void_v<R>) {

@@ -2,21 +2,21 @@
 // standby workers, named threads and shutdown.
 //
 //   magpie::scheduler pool({.workers = 4, .background_workers = 1});  // 4 workers, 1 of them background
-//   pool.schedule(item, magpie::priority::normal);    // any thread
+//   auto answer = pool.launch("answer", [] { return 42; });  // magpie/task.h; any thread
 //   int result = pool.execute([] { return fib(30); });  // on this thread, as one of pool's
 //
 //   pool.attach(magpie::named_thread::game);          // on the game thread
-//   pool.schedule(item, magpie::named_thread::game);  // from anywhere: runs on the game thread
+//   pool.launch("draw", draw, magpie::on_thread(magpie::named_thread::game));  // runs on the game thread
 //   pool.process_until_idle(magpie::named_thread::game);
 //
-// Work arrives as `detail::work_item`s; the task model (layer 3) is the friendly way in.
+// Work arrives as work items (internal); tasks (magpie/task.h) are the way in.
 // A worker pushes normal-priority work onto its own Chase-Lev deque (LIFO for itself,
 // stolen FIFO by the others); every other launch goes through a per-priority injection
 // queue. Idle workers spin briefly, then park on an event count; a launch that finds
 // nobody parked costs one fence and one load. See docs/scheduler.md.
 #pragma once
 
-#include <magpie/chaos.h>
+#include <magpie/chaos_options.h>
 #include <magpie/detail/work_item.h>
 
 #include <chrono>
@@ -114,9 +114,10 @@ struct scheduler_options {
   std::chrono::microseconds spin_for{50};
   std::function<void(const worker_info&)> on_worker_start{};  // run on each worker thread first (names, affinity, profilers)
   std::function<void(const worker_info&)> on_worker_exit{};   // run on each worker thread last
-  // Chaos mode for the whole process from this scheduler's construction (magpie/chaos.h);
-  // MAGPIE_CHAOS in the environment does the same without a code change.
-  std::optional<magpie::chaos::options> chaos{};
+  // chaos turns chaos mode on for the whole process from this scheduler's construction
+  // (magpie/chaos.h, where chaos_options is chaos::options); MAGPIE_CHAOS in the
+  // environment does the same without a code change.
+  std::optional<chaos_options> chaos{};
   // stall_report_after is how long a blocking wait on this scheduler's work, or its
   // shutdown, may go without progress before it is reported (once; diagnostic_kind::stalled,
   // a warning) naming what it waits for and the waiting thread; 0 turns the report off.
@@ -216,14 +217,6 @@ class scheduler {
   // counters takes a snapshot of the scheduler's counters.
   scheduler_counters counters() const noexcept;
 
-  // schedule queues `item` at priority `p`. From this scheduler's worker, normal work goes
-  // to that worker's deque; everything else to the injection queue of its priority.
-  void schedule(detail::work_item* item, priority p = priority::normal);
-
-  // schedule queues `item` on a named thread's queue (FIFO per producer; high first).
-  void schedule(detail::work_item* item, named_thread thread,
-                thread_queue queue = thread_queue::main, bool high_priority = false);
-
   // launch starts `body` as a task on this scheduler and returns its handle:
   // launch(name, body [, prerequisites] [, placement]). Defined in <magpie/task.h>.
   template <class Body, class... Options>
@@ -279,10 +272,31 @@ class scheduler {
 
  private:
   friend struct detail::scheduler_access;
+
+  // schedule queues `item` at priority `p`. From this scheduler's worker, normal work goes
+  // to that worker's deque; everything else to the injection queue of its priority.
+  void schedule(detail::work_item* item, priority p = priority::normal);
+
+  // schedule queues `item` on a named thread's queue (FIFO per producer; high first).
+  void schedule(detail::work_item* item, named_thread thread,
+                thread_queue queue = thread_queue::main, bool high_priority = false);
+
   // execute_erased is execute's out-of-line part: `call(state)` in this scheduler's context.
   void execute_erased(void (*call)(void*), void* state);
   std::unique_ptr<impl> impl_;
 };
+
+namespace detail {
+// schedule_item queues a work item on `owner` at priority `p` (from one of its workers,
+// normal work goes to that worker's deque; else to the injection queue of its priority):
+// for magpie's own layers and tests, which make work items; users launch tasks.
+void schedule_item(scheduler& owner, work_item* item, priority p = priority::normal);
+
+// schedule_item with a named thread queues `item` on that thread's queue (FIFO per
+// producer; high first).
+void schedule_item(scheduler& owner, work_item* item, named_thread thread,
+                   thread_queue queue = thread_queue::main, bool high_priority = false);
+}  // namespace detail
 
 template <class F>
 auto scheduler::execute(F&& f) -> std::invoke_result_t<F> {

@@ -42,6 +42,10 @@ namespace magpie {
 template <class R = void>
 class task;
 
+namespace detail {
+struct task_access;
+}
+
 // task<void> is the handle every task converts to: copyable, reference counted. A
 // default-constructed handle is invalid and counts as completed.
 template <>
@@ -107,23 +111,14 @@ class task<void> {
 
   // runs_on is the named thread the task was placed on, if any (none for an invalid handle).
   std::optional<named_thread> runs_on() const noexcept {
-    if (base_ == nullptr || base_->target == detail::target_none) return std::nullopt;
-    return named_thread(base_->target >> 2);  // task_base::target: index << 2 | queue << 1 | high
+    return base_ != nullptr ? detail::named_thread_of(base_) : std::nullopt;
   }
 
   friend bool operator==(const task& a, const task& b) noexcept { return a.base_ == b.base_; }
 
-  // base is the task object, for magpie's own layers.
-  detail::task_base* base() const noexcept { return base_; }
-
-  // base_slot is where the handle keeps it (it may change while a waiter runs a body that
-  // replaces the handle), for magpie's own layers.
-  detail::task_base* const* base_slot() const noexcept { return &base_; }
-
-  // adopt makes a handle that takes over one handle reference of `base`.
-  static task adopt(detail::task_base* base) noexcept { return task(base); }
-
  protected:
+  friend struct detail::task_access;
+
   explicit task(detail::task_base* adopted) noexcept : base_(adopted) {}
 
   // borrow_running makes `into` (empty) name the task whose body the calling thread runs,
@@ -155,12 +150,27 @@ class task : public task<void> {
     return static_cast<detail::task_with_result<R>*>(base_)->result();
   }
 
-  // adopt makes a handle that takes over one handle reference of `base`.
-  static task adopt(detail::task_base* base) noexcept { return task(base); }
-
  private:
+  friend struct detail::task_access;
   explicit task(detail::task_base* adopted) noexcept : task<void>(adopted) {}
 };
+
+namespace detail {
+// task_access reaches what a handle holds, for magpie's own layers: the task object, the
+// slot the handle keeps it in (it may change while a waiter runs a body that replaces the
+// handle), and a handle made from a task object.
+struct task_access {
+  // base is the task object `handle` refers to (nullptr for an invalid handle).
+  static task_base* base(const task<>& handle) noexcept { return handle.base_; }
+  // base_slot is where `handle` keeps it.
+  static task_base* const* base_slot(const task<>& handle) noexcept { return &handle.base_; }
+  // adopt makes a handle that takes over one handle reference of `base`.
+  template <class R = void>
+  static task<R> adopt(task_base* base) noexcept {
+    return task<R>(base);
+  }
+};
+}  // namespace detail
 
 // task_never_ran is the exception a task holds when it was released without running
 // (its scheduler shut down with the task stranded).
@@ -200,8 +210,7 @@ class placement {
   // priority.
   static constexpr placement make_named(named_thread thread, thread_queue queue, bool high) noexcept {
     placement result(high ? priority::high : priority::normal);
-    result.target_ = static_cast<std::uint8_t>(thread.index() << 2 | (queue == thread_queue::local ? 2u : 0u) |
-                                               (high ? 1u : 0u));
+    result.target_ = detail::target_of(thread, queue, high);
     return result;
   }
 
@@ -264,16 +273,16 @@ class prerequisite_buffer {
   template <class Source>
   explicit prerequisite_buffer(const Source& source) {
     if constexpr (task_handle<Source>) {
-      add(static_cast<const task<>&>(source).base());
+      add(task_access::base(source));
     } else if constexpr (std::is_lvalue_reference_v<std::ranges::range_reference_t<const Source&>>) {
-      for (const auto& each : source) add(static_cast<const task<>&>(each).base());
+      for (const auto& each : source) add(task_access::base(each));
     } else {
       // A range that makes its handles as it is read (a transform view, say): each one would
       // go at the end of its iteration, and with it perhaps the task, before the launch links
       // to it. Keep them until then.
       for (auto&& each : source) {
         kept_.push_back(static_cast<const task<>&>(each));
-        add(kept_.back().base());
+        add(task_access::base(kept_.back()));
       }
     }
   }
@@ -309,7 +318,7 @@ task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, co
   using impl = typename body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::template task_type<std::decay_t<Body>>;
   impl* fresh = impl::create(std::forward<Body>(body), before.size());
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
-  auto handle = task<R>::adopt(fresh);
+  auto handle = task_access::adopt<R>(fresh);
   if (before.size() != 0 && into == nullptr) {
     launch_behind(fresh, before.data(), before.size(), fresh->own_group());
   } else {
@@ -372,7 +381,7 @@ auto launch(const char* name, Body&& body, Options&&... options) {
 // add_nested makes the task the calling thread is running complete only after `nested`
 // completes, without blocking the thread. Only from inside a running task.
 inline void add_nested(const task<>& nested) noexcept {
-  if (nested.is_valid()) detail::add_nested(nested.base());
+  if (nested.is_valid()) detail::add_nested(detail::task_access::base(nested));
 }
 
 namespace detail {
@@ -380,7 +389,7 @@ template <class R, class... Args>
 task<R> make_completed(Args&&... args) {
   auto* made = completed_task<R>::create(std::forward<Args>(args)...);
   initialise(made, "completed", task_kind::event, scheduler_for_free_functions(), priority::normal, target_none);
-  auto handle = task<R>::adopt(made);
+  auto handle = task_access::adopt<R>(made);
   complete_now(made);
   return handle;
 }
@@ -409,7 +418,7 @@ inline task<> this_task() noexcept {
   detail::task_base* running = detail::current_task();
   if (running == nullptr) return {};
   detail::add_handle(running);
-  return task<>::adopt(running);
+  return detail::task_access::adopt(running);
 }
 
 }  // namespace magpie

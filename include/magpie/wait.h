@@ -40,7 +40,7 @@ bool for_each_in_wait_order(const Range& tasks, Visit visit) {
   if constexpr (std::ranges::bidirectional_range<const Range&>) {
     auto first = std::ranges::begin(tasks);
     if (first == std::ranges::end(tasks)) return true;
-    auto in_launch_order = [](const task<>& oldest) { return oldest.is_valid() && waits_in_launch_order(oldest.base()); };
+    auto in_launch_order = [](const task<>& oldest) { return oldest.is_valid() && waits_in_launch_order(task_access::base(oldest)); };
     if (in_launch_order(static_cast<const task<>&>(*first))) {
       for (const auto& each : tasks) {
         if (!visit(static_cast<const task<>&>(each))) return false;
@@ -70,7 +70,7 @@ class handle_batch {
   // add queues one more handle; false once a batch timed out.
   bool add(const task<>& handle) noexcept {
     if (!handle.is_valid()) return true;
-    slots_[size_++] = handle.base_slot();
+    slots_[size_++] = task_access::base_slot(handle);
     return size_ < capacity || flush();
   }
   // flush waits for the queued handles; false if one had not completed by the deadline.
@@ -99,7 +99,7 @@ bool wait_all_until(const Range& tasks, const std::chrono::steady_clock::time_po
   } else {  // handles made as the range is read, or converted: no address to keep
     // Untimed, a wait returns early only on misuse (waiting on itself, reported): go on.
     return for_each_in_wait_order(tasks, [deadline](const task<>& one) {
-      return !one.is_valid() || wait(one.base(), deadline) || deadline == nullptr;
+      return !one.is_valid() || wait(task_access::base(one), deadline) || deadline == nullptr;
     });
   }
 }

@@ -2,7 +2,7 @@
 // the subsequent list: task X is launched behind prerequisites P and Q, whose locks stand
 // in for X's launch lock.
 //   thread 0: replace_launch_lock(2), links X to P and to Q, then removes the locks of
-//             those it found complete in one release_locks, running X if that was the last;
+//             those it found complete in one remove_locks, running X if that was the last;
 //   thread 1: completes P (writes P's result, closes P's list, unlocks X);
 //   thread 2: completes Q likewise.
 // Whoever removes X's last lock runs it; X's body reads both results.
@@ -40,28 +40,28 @@ struct task_launch_model : rl::test_suite<task_launch_model<W>, 3> {
   int seen_q = 0;
 
   void run_if_ready(unsigned thread) {
-    if (!x.try_begin_execution()) return;
+    if (!detail::began(x.try_begin())) return;
     ++ran[thread];
     seen_p = p_result.load(std::memory_order::relaxed);
     seen_q = q_result.load(std::memory_order::relaxed);
-    x.release_part();
+    (void)x.end_part();
   }
 
   void complete(list_type& list, typename atomics::template atomic<int>& result, int value, unsigned thread) {
     result.store(value, std::memory_order::relaxed);
     for (edge* each = list.close(); each != nullptr; each = list_type::next_of(each)) {
-      if (x.unlock()) run_if_ready(thread);
+      if (x.remove_locks() == detail::unlock_outcome::ready) run_if_ready(thread);
     }
   }
 
   void thread(unsigned index) {
     switch (index) {
       case 0: {
-        x.replace_launch_lock(2);
+        x.replace_launch_lock(2, detail::exclusive_access);
         std::uint32_t already_complete = 0;
         if (!p_subsequents.push_if_not_closed(&x_waits_for_p)) ++already_complete;
         if (!q_subsequents.push_if_not_closed(&x_waits_for_q)) ++already_complete;
-        if (already_complete != 0 && x.release_locks(already_complete) == 0) run_if_ready(0);
+        if (already_complete != 0 && x.remove_locks(already_complete) == detail::unlock_outcome::ready) run_if_ready(0);
         break;
       }
       case 1:

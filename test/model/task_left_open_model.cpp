@@ -3,9 +3,9 @@
 // it finishes_open and, when nothing came meanwhile, leaves its subsequent list open. Its
 // "finished" store completes the task; a light barrier orders that store before the
 // completer's looks, and a thread that came while the body ran makes the heavy barrier
-// before its own look (task_state::has_finished_for_comer):
+// before its own look (task_state::has_finished_after_announcing):
 //   thread 0: the completer — begins T finishes_open, writes T's result, stores
-//             "finished" (release_unshared_part); light barrier; then: list not empty?
+//             "finished" (end_part with exclusive_access); light barrier; then: list not empty?
 //             close it and release what it held. Waiter flag set? notify.
 //   thread 1: a launch behind T — pushes an edge; if that succeeded and T has finished
 //             (seen as a comer), closes the list itself and releases what it held.
@@ -17,7 +17,7 @@
 //
 // A second model, task_left_open claimed, is the same with the waiter's claim of T's
 // prerequisites made before the begin (lib/task_wait.cpp, retract: claim_prerequisites,
-// then try_begin_execution): the begin is then try_begin_execution's second CAS, from the
+// then try_begin_open): the begin is then the begin's second CAS, from the
 // claimed word, which must sit in S as the first does.
 //
 // The policy models both barriers as seq_cst fences (relacy_atomics.h): membarrier makes
@@ -53,13 +53,13 @@ struct task_left_open_base : rl::test_suite<task_left_open_base<W, ClaimedFirst>
   int released = 0;
 
   void before() {
-    t.unlock();  // launched, ready: thread 0 takes it back and runs it
+    (void)t.remove_locks();  // launched, ready: thread 0 takes it back and runs it
     if (ClaimedFirst) RL_ASSERT(t.try_claim_prerequisites());  // the retracting waiter's first step
   }
 
   bool is_completed() const { return subsequents.is_closed() || t.has_finished(); }
 
-  // release_taken is ready_loop::release_edges: the subsequent the edge names is let go,
+  // release_taken is ready_loop::release_subsequents: the subsequent the edge names is let go,
   // and it sees the result of the task it waited for.
   void release_taken(edge* taken) {
     for (edge* each = taken; each != nullptr; each = list_type::next_of(each)) {
@@ -71,11 +71,11 @@ struct task_left_open_base : rl::test_suite<task_left_open_base<W, ClaimedFirst>
 
   void thread(unsigned index) {
     if (index == 0) {
-      bool takes_prerequisites = false;
-      RL_ASSERT(t.try_begin_execution(takes_prerequisites, /*open=*/true));
-      RL_ASSERT(takes_prerequisites == !ClaimedFirst);
+      const detail::begin_outcome claim = t.try_begin_open();
+      RL_ASSERT(detail::began(claim));
+      RL_ASSERT(detail::holds_prerequisites(claim) == !ClaimedFirst);
       result.store(42, std::memory_order::relaxed);  // the body: published by the "finished" store
-      t.release_unshared_part();
+      t.end_part(detail::exclusive_access);
       atomics::light_barrier();  // as finish_open
       if (!subsequents.is_empty()) release_taken(subsequents.close());
       if (has_waiter.load(std::memory_order::seq_cst) != 0) waiters.notify_all();
@@ -84,7 +84,7 @@ struct task_left_open_base : rl::test_suite<task_left_open_base<W, ClaimedFirst>
     if (index == 1) {
       behind.subsequent.store(7, std::memory_order::relaxed);
       pushed = subsequents.push_if_not_closed(&behind);
-      if (pushed && t.has_finished_for_comer()) release_taken(subsequents.close());
+      if (pushed && t.has_finished_after_announcing()) release_taken(subsequents.close());
       if (!pushed) RL_ASSERT(result.load(std::memory_order::relaxed) == 42);  // closed: complete
       return;
     }
@@ -95,7 +95,7 @@ struct task_left_open_base : rl::test_suite<task_left_open_base<W, ClaimedFirst>
       }
       has_waiter.exchange(1, std::memory_order::seq_cst);  // fetch_or in task_base::set_flag
       auto key = waiters.prepare_wait();
-      if (subsequents.is_closed() || t.has_finished_for_comer()) {
+      if (subsequents.is_closed() || t.has_finished_after_announcing()) {
         waiters.cancel_wait();
         continue;
       }

@@ -3,12 +3,12 @@
 //   thread 0: adds X's prerequisite lock, registers X with P, launches X;
 //   thread 1: completes P (writes P's result, closes P's list, unlocks X — and if that is
 //             X's last lock, begins X in the same CAS, as the ready loop does for the task
-//             it runs next: try_unlock_and_begin);
+//             it runs next: try_remove_last_lock_and_begin);
 //   thread 2: completes N (closes N's list, releases X's nested part), then retracts X:
 //             claims X's prerequisites if X has not begun, then runs X if it is ready
 //             and nobody claimed its execution.
 // Whoever makes X ready tries to run it. X's body reads P's result, registers as N's
-// parent (add_nested_lock + push, or release at once if N already completed), returns.
+// parent (add_nested_part + push, or end that part at once if N already completed), returns.
 // Must hold: X runs exactly once, completes exactly once, its body sees P's result, and
 // exactly one thread takes over X's prerequisites (the retracting waiter, or the runner).
 //
@@ -49,17 +49,17 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
     ++ran[thread];
     seen_result = p_result.load(std::memory_order::relaxed);
     x_nests_n.nested = true;
-    x.add_nested_lock();
+    x.add_nested_part();
     if (!n_subsequents.push_if_not_closed(&x_nests_n)) {
-      if (x.release_part()) ++completed[thread];  // N had already completed
+      if (x.end_part() == detail::part_outcome::finished) ++completed[thread];  // N had already completed
     }
-    if (x.release_part()) ++completed[thread];
+    if (x.end_part() == detail::part_outcome::finished) ++completed[thread];
   }
 
   void run_if_ready(unsigned thread) {
-    bool takes_prerequisites = false;
-    if (x.try_begin_execution(takes_prerequisites)) {
-      if (takes_prerequisites) ++took_prerequisites[thread];
+    const detail::begin_outcome claim = x.try_begin();
+    if (detail::began(claim)) {
+      if (detail::holds_prerequisites(claim)) ++took_prerequisites[thread];
       body(thread);
     }
   }
@@ -67,11 +67,13 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
   void resolve(list_type& list, unsigned thread) {
     for (edge* each = list.close(); each != nullptr; each = list_type::next_of(each)) {
       if (each->nested) {
-        if (x.release_part()) ++completed[thread];
-      } else if (bool takes = false; thread == 1 && x.try_unlock_and_begin(takes)) {
-        if (takes) ++took_prerequisites[thread];
+        if (x.end_part() == detail::part_outcome::finished) ++completed[thread];
+      } else if (detail::begin_outcome claim = thread == 1 ? x.try_remove_last_lock_and_begin()
+                                                           : detail::begin_outcome::refused;
+                 detail::began(claim)) {
+        if (detail::holds_prerequisites(claim)) ++took_prerequisites[thread];
         body(thread);
-      } else if (x.unlock()) {
+      } else if (x.remove_locks() == detail::unlock_outcome::ready) {
         run_if_ready(thread);
       }
     }
@@ -81,8 +83,8 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
     switch (index) {
       case 0:
         x.add_locks(1);
-        if (!p_subsequents.push_if_not_closed(&x_waits_for_p)) x.unlock();  // P already done
-        if (x.unlock()) run_if_ready(0);  // the launch
+        if (!p_subsequents.push_if_not_closed(&x_waits_for_p)) (void)x.remove_locks();  // P already done
+        if (x.remove_locks() == detail::unlock_outcome::ready) run_if_ready(0);  // the launch
         break;
       case 1:
         p_result.store(42, std::memory_order::relaxed);
@@ -106,18 +108,18 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
 };
 
 // task_state_piped_model is the end of a piped task X with one nested task N still running
-// when X's body returns (lib/task.cpp, finish_body and release_part_of): a piped task's
-// parts go with release_part_unless_last, so that the last one leaves its pipe's count
+// when X's body returns (lib/task.cpp, end_body and end_part_of): a piped task's
+// parts go with end_part_unless_last, so that the last one leaves its pipe's count
 // before the release that completes X.
 //   (before) X begun, with its body's part and N's part;
-//   thread 0: X's body writes its result, sets body_returned (release, as finish_body),
+//   thread 0: X's body writes its result, sets body_returned (release, as end_body),
 //             then ends its part;
 //   thread 1: N completes: ends its part of X;
 //   thread 2: a waiter: once X's list is closed, reads the flags (as get_result's
 //             exception check) and the result.
 // Whoever ends the last part completes X: closes its list. Must hold: X completes once, and
 // the waiter reads the body's result. The body's part carries the result to N's thread only
-// through release_part_unless_last's release half (the flag's release is read, if at all,
+// through end_part_unless_last's release half (the flag's release is read, if at all,
 // by loads that may see the word as it was), which the single-operation sweep weakens.
 template <weakening W>
 struct task_state_piped_model : rl::test_suite<task_state_piped_model<W>, 3> {
@@ -136,15 +138,15 @@ struct task_state_piped_model : rl::test_suite<task_state_piped_model<W>, 3> {
   int completed[2] = {0, 0};
 
   void before() {
-    (void)x.unlock();                  // launched, ready
-    (void)x.try_begin_execution();     // begun: the body's part
-    x.add_nested_lock();               // N's part
+    (void)x.remove_locks();  // launched, ready
+    (void)x.try_begin();     // begun: the body's part
+    x.add_nested_part();     // N's part
   }
 
-  void end_part(unsigned thread) {  // release_part_of for a piped task
-    if (x.release_part_unless_last()) return;  // other parts remain
+  void end_part(unsigned thread) {  // end_part_of for a piped task
+    if (x.end_part_unless_last() == detail::part_outcome::parts_remain) return;
     // (the pipe's count of uncompleted tasks is left here)
-    if (x.release_part()) {
+    if (x.end_part() == detail::part_outcome::finished) {
       ++completed[thread];
       (void)x_subsequents.close();
     }
@@ -153,7 +155,7 @@ struct task_state_piped_model : rl::test_suite<task_state_piped_model<W>, 3> {
   void thread(unsigned index) {
     if (index == 0) {
       result.store(7, std::memory_order::relaxed);
-      flags.fetch_add(body_returned, std::memory_order::release);  // finish_body's fetch_or
+      flags.fetch_add(body_returned, std::memory_order::release);  // end_body's fetch_or
       end_part(0);
     } else if (index == 1) {
       end_part(1);

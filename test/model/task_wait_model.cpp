@@ -40,16 +40,16 @@ struct task_wait_model : rl::test_suite<task_wait_model<W>, 3> {
   }
 
   void try_run(unsigned thread) {
-    if (!t.try_begin_execution()) return;
+    if (!detail::began(t.try_begin())) return;
     ++runs[thread];
-    t.release_part();
+    (void)t.end_part();
     subsequents.close();
     notify_if_waited();
   }
 
   void thread(unsigned index) {
     if (index == 1) {
-      if (t.unlock()) notify_if_waited();
+      if (t.remove_locks() == detail::unlock_outcome::ready) notify_if_waited();
       try_run(1);
       return;
     }

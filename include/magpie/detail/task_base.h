@@ -34,6 +34,7 @@
 #include <exception>
 #include <functional>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -144,6 +145,18 @@ struct task_extras {
 // target_none marks a task that is not bound to a named thread.
 inline constexpr std::uint8_t target_none = 0xff;
 
+// target_of packs a named thread, its queue and the high-priority bit into task_base::target
+// (index << 2 | local queue << 1 | high).
+constexpr std::uint8_t target_of(named_thread thread, thread_queue queue, bool high) noexcept {
+  return static_cast<std::uint8_t>(thread.index() << 2 | (queue == thread_queue::local ? 2u : 0u) | (high ? 1u : 0u));
+}
+// target_thread, target_queue and target_is_high unpack a target other than target_none.
+constexpr named_thread target_thread(std::uint8_t target) noexcept { return named_thread(target >> 2u); }
+constexpr thread_queue target_queue(std::uint8_t target) noexcept {
+  return (target & 2u) != 0 ? thread_queue::local : thread_queue::main;
+}
+constexpr bool target_is_high(std::uint8_t target) noexcept { return (target & 1u) != 0; }
+
 struct task_base : work_item {
 
   static constexpr std::uint64_t one_reference = 1;
@@ -174,13 +187,19 @@ struct task_base : work_item {
   }
   // set_flag sets `bit` and returns whether it was already set.
   bool set_flag(std::uint8_t bit) noexcept {
-    // seq_cst: has_waiter is one side of a Dekker pairing with release_lock / close (lib/task.cpp)
+    // seq_cst: has_waiter is one side of a Dekker pairing with remove_locks / close (lib/task.cpp)
     return (flags.fetch_or(bit, std::memory_order_seq_cst) & bit) != 0;
   }
   task_extras& ensure_extras();
   // apply asks the task's type to do `op` (handler is the type's function).
   void apply(task_op op) noexcept { handler(this, as_action(op)); }
 };
+
+// named_thread_of is the named thread `task` was placed on, if any.
+inline std::optional<named_thread> named_thread_of(const task_base* task) noexcept {
+  if (task->target == target_none) return std::nullopt;
+  return target_thread(task->target);
+}
 
 // prerequisite_groups is the list of groups of `task`'s prerequisite edges: a task's own
 // group, just before it, or an event's groups, each in a block of its own. Fixed at launch
@@ -210,12 +229,12 @@ struct task_with_result<void> : task_base {};
 inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
 inline void free_task(void* memory, std::size_t bytes) noexcept { task_pool::deallocate(memory, bytes); }
 
-// add_handle / drop_handle / add_reference / release count references (release drops
-// `count` at once).
+// add_handle / drop_handle / add_reference / drop_reference count references
+// (drop_reference drops `count` at once); the last owner to go destroys the task.
 void add_handle(task_base* task) noexcept;
 void drop_handle(task_base* task) noexcept;
 void add_reference(task_base* task) noexcept;
-void release(task_base* task, std::uint32_t count = 1) noexcept;
+void drop_reference(task_base* task, std::uint32_t count = 1) noexcept;
 
 // run_queued is the scheduler's half of every task type's handler: it runs (or, at
 // shutdown, discards) a task the scheduler hands back.
