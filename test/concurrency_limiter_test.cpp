@@ -147,7 +147,7 @@ TEST_CASE("concurrency_limiter: with no workers, a body launched before a piece 
 }
 
 // A wait on a limiter whose pieces all run elsewhere sleeps: first it puts back the tasks a
-// wait_all of this thread holds aside (lib/held_runs.h), one of which the running piece
+// wait_all of this thread holds aside (lib/tasks/held_runs.h), one of which the running piece
 // waits for; otherwise the wait sleeps its whole time-out while the task that
 // triggers the piece's event lies held aside by the thread asleep.
 TEST_CASE("concurrency_limiter: a wait that sleeps inside a wait_all's run puts the rest of the run back") {

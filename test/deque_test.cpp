@@ -1,8 +1,8 @@
 // Tests for include/magpie/detail/deque.h — the Chase-Lev work-stealing deque — and for the
-// owner-side looks a waiting thread makes at it (lib/deque_owner_view.h).
+// owner-side looks a waiting thread makes at it (lib/tasks/deque_owner_view.h).
 #include <magpie/detail/deque.h>
 
-#include "../lib/deque_owner_view.h"
+#include "../lib/tasks/deque_owner_view.h"
 
 #include "support.h"
 

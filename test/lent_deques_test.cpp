@@ -1,5 +1,5 @@
 // Suite "lent_deques": a thread of no scheduler that launches (`main` with a plain
-// scheduler) borrows one of its deques (lib/lent_deques.cpp): its launches go there, its
+// scheduler) borrows one of its deques (lib/scheduler/lent_deques.cpp): its launches go there, its
 // waits take them back, workers steal from it, and it hands the deque back when it exits.
 #include "support.h"
 #include "task_support.h"

@@ -35,8 +35,6 @@ using namespace magpie::test;
 
 namespace {
 
-constexpr unsigned worker_matrix[] = {0, 1, 2, 4, 8, 64};
-
 scheduler_options pool_of(unsigned workers, unsigned background = 0) {
   scheduler_options options;
   options.workers = workers;
@@ -67,7 +65,7 @@ int tree_size(int depth, int fanout) {
 TEST_SUITE("scheduler") {
 
 TEST_CASE("scheduler: every job launched from outside runs exactly once") {
-  for (unsigned workers : worker_matrix) {
+  for (unsigned workers : wide_worker_counts) {
     CAPTURE(workers);
     scheduler pool(pool_of(workers));
     constexpr int jobs = 1000;
@@ -102,7 +100,7 @@ TEST_CASE("scheduler: at most 256 are alive at once; the 257th is refused, and a
 }
 
 TEST_CASE("scheduler: jobs launched by jobs run, through the workers' deques and stealing") {
-  for (unsigned workers : worker_matrix) {
+  for (unsigned workers : wide_worker_counts) {
     CAPTURE(workers);
     scheduler pool(pool_of(workers));
     std::atomic<int> ran{0};
@@ -149,7 +147,7 @@ TEST_CASE("scheduler: helping inside helping stops at a bounded depth") {
 }
 
 TEST_CASE("scheduler: every worker parks once the work drains") {
-  for (unsigned workers : worker_matrix) {
+  for (unsigned workers : wide_worker_counts) {
     CAPTURE(workers);
     scheduler pool(pool_of(workers, workers > 0 ? 1 : 0));
     std::atomic<int> ran{0};
@@ -192,7 +190,7 @@ TEST_CASE("scheduler: sleeping workers wake for work — half the jobs wait for 
 // Each round launches one job per worker, one at a time from outside, and every job spins
 // until all of them run at once: a job left queued while its launch's wake-up went to nobody
 // never lets its round end. Launches come while workers are still looking for work (a launch
-// may then leave the waking to them, lib/scheduler.cpp "searching") and, every fourth round,
+// may then leave the waking to them, lib/scheduler/scheduler.cpp "searching") and, every fourth round,
 // once every worker parked. A round that stalls is given up after 20 s and fails.
 TEST_CASE("scheduler stress: jobs launched one by one to idle workers each get a worker of their own" *
           doctest::test_suite("stress")) {
@@ -395,7 +393,7 @@ TEST_CASE("scheduler: the default scheduler is created on first use and runs wor
 }
 
 TEST_CASE("scheduler: shutdown runs every queued job, and jobs launched by running jobs") {
-  for (unsigned workers : worker_matrix) {
+  for (unsigned workers : wide_worker_counts) {
     CAPTURE(workers);
     for (int repeat = 0; repeat < 5; ++repeat) {
       std::atomic<int> ran{0};
@@ -447,7 +445,7 @@ TEST_CASE("scheduler: shutdown called from the scheduler's own work is reported,
 TEST_CASE("scheduler: shutdown with 1,000 jobs queued and jobs spawning jobs, 100 times" *
           doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < 100 * stress_repeat(); ++repeat) {
-    for (unsigned workers : worker_matrix) {
+    for (unsigned workers : wide_worker_counts) {
       std::atomic<int> ran{0};
       {
         scheduler pool(pool_of(workers, workers % 2));
@@ -484,7 +482,7 @@ TEST_CASE("scheduler: counters that show every worker parked publish the work th
 TEST_CASE("scheduler: launches from many threads while workers steal, all run exactly once" *
           doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < stress_repeat(); ++repeat) {
-    for (unsigned workers : worker_matrix) {
+    for (unsigned workers : wide_worker_counts) {
       CAPTURE(workers);
       scheduler pool(pool_of(workers, 1));
       std::atomic<int> ran{0};

@@ -10,6 +10,14 @@
 
 namespace magpie::test {
 
+// worker_counts is the worker-count matrix scheduler tests run over (0 = waiting threads
+// run everything; 8 oversubscribes a 2-core machine).
+inline constexpr unsigned worker_counts[] = {0, 1, 2, 8};
+
+// wide_worker_counts adds 4 and 64 (far past the cores: most workers parked at any time)
+// for the scheduler's own tests, whose cases are cheap enough to run that wide.
+inline constexpr unsigned wide_worker_counts[] = {0, 1, 2, 4, 8, 64};
+
 // stress_repeat is how many times stress cases repeat (env MAGPIE_STRESS_REPEAT, default 1).
 inline int stress_repeat() {
   const char* text = std::getenv("MAGPIE_STRESS_REPEAT");

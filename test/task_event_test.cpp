@@ -284,7 +284,7 @@ TEST_CASE("task_event stress: storms of prerequisites and triggers from many thr
 }
 
 // Adding a prerequisite to an event first walks the tasks waiting for the event (the cycle
-// check, lib/task_cycles.cpp). Another thread launching behind the event meanwhile pushes
+// check, lib/tasks/task_cycles.cpp). Another thread launching behind the event meanwhile pushes
 // edges onto its list; the walk's acquire of the list head is its only edge to them (the
 // launcher got its handle before the walks began, and `done` is relaxed).
 TEST_CASE("task_event stress: adding prerequisites walks edges that another thread is launching behind the event" *

@@ -3,6 +3,8 @@
 
 #include <magpie/magpie.h>
 
+#include "support.h"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -34,10 +36,6 @@ class no_leaks {
   std::int64_t tasks_;
   std::int64_t blocks_;
 };
-
-// worker_counts is the worker-count matrix scheduler tests run over (0 = waiting threads
-// run everything; 8 oversubscribes a 2-core machine).
-inline constexpr unsigned worker_counts[] = {0, 1, 2, 8};
 
 // options_with builds scheduler options with `workers` workers, one of them also taking
 // background work; with zero, only waiting threads run work.

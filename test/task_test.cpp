@@ -211,7 +211,7 @@ TEST_CASE("task: prerequisites are released once the task starts") {
 
 TEST_CASE("task: a chain runs hop by hop, whether or not anything else holds the hops") {
   // Each hop begins as its prerequisite's completion removes its last lock, and the runner
-  // drops both its references to the finished hop at once (lib/task.cpp, run_queued):
+  // drops both its references to the finished hop at once (lib/tasks/task.cpp, run_queued):
   // the last ones, or not, when the caller or the next body keeps a handle to it.
   enum class holders { none, caller, next_body };
   for (unsigned workers : {0u, 2u}) {
@@ -709,7 +709,7 @@ TEST_CASE("task stress: schedulers made and destroyed on several threads never h
 
 TEST_CASE("task stress: a subsequent launched just before the prerequisite's last handle goes always runs" *
           doctest::test_suite("stress")) {
-  // A task with no handle left is closed without a locked exchange (lib/task.cpp,
+  // A task with no handle left is closed without a locked exchange (lib/tasks/task.cpp,
   // nobody_can_add_subsequents). Here the prerequisite completes on a worker while this
   // thread pushes a subsequent through its last handle and drops it: an edge lost to a
   // close that ignored the push would leave its subsequent waiting for good. The window

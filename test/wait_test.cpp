@@ -1263,7 +1263,7 @@ TEST_CASE("wait: with no workers, a wait's run in launch order drops stale entri
 }
 
 // What a wait runs in launch order is never hidden from whoever looks for work meanwhile:
-// wait_all takes runs of its handles off the deque at once (lib/held_runs.h), and a body
+// wait_all takes runs of its handles off the deque at once (lib/tasks/held_runs.h), and a body
 // that helps or blocks puts the rest back first. Each of these would hang while the rest
 // was held aside: a body helping until a later task sets a flag, a join whose
 // child lies later in the run, an event a later task triggers, run by a helping thread.

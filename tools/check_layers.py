@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""Layer check: the clients (lib/clients/) and the compatibility layer (lib/compat/) are
-built on magpie's public headers alone, as any user's code would be.
+"""Layer check: lib/ is a stack of layers, one folder each, and no file reaches up.
 
-A file in one of those folders fails the check when it includes
+The core's folders, lowest first (a file may include lib-private headers of its own folder
+and of the folders below it, never of one above):
+  1. lib/primitives/  the lock-free parts, the atomics under them, chaos and diagnostics
+  2. lib/scheduler/   workers, deques lent to threads, named threads, parking and waking
+  3. lib/tasks/       the task state machine, launch, waits, events, pipes, cancellation
+  4. lib/forkjoin/    task_group, parallel_for, coroutines
+lib/trace/ records what every layer reports: any core folder may include it, and it
+includes nothing of theirs above lib/primitives/. Where a lower layer must act for a higher
+one (a shutdown drain, a before-block callback), the higher one installs a hook.
+
+The clients (lib/clients/) and the compatibility layer (lib/compat/) are built on magpie's
+public headers alone, as any user's code would be. A file in one of those folders fails the
+check when it includes
   * a private header of the public tree:   <magpie/detail/...> or "magpie/detail/..."
   * anything from lib/ outside its own folder: "../task_internal.h", <lib/...>, or a
     quoted name that is not a file beside it (such a name can only be found on an include
     path that reaches into lib/).
+A source file directly in lib/, outside every layer folder, fails too.
 
   tools/check_layers.py [ROOT]     check the tree at ROOT (default: this repository)
   tools/check_layers.py --self-test  check that the checker catches each kind of violation
@@ -20,6 +32,9 @@ import sys
 import tempfile
 
 LAYER_FOLDERS = ("lib/clients", "lib/compat")
+# Core folders by rank: a file may include lib-private headers of a rank no higher than its own.
+CORE_RANKS = {"primitives": 1, "scheduler": 2, "tasks": 3, "forkjoin": 4}
+TRACE_FOLDER = "trace"  # included from any core folder; includes only primitives/ itself
 SOURCE_SUFFIXES = (".h", ".hpp", ".inl", ".ipp", ".cpp", ".cc", ".cxx")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -52,6 +67,50 @@ def violations_in(path, layer_root, lib_root):
                                f'only on lib/\'s include path is a lib-private header; public headers are <magpie/...>')
 
 
+def resolve_private(name, path, lib_root):
+    """The lib/ file a quoted include names: beside the including file, else from lib/."""
+    for base in (os.path.dirname(path), lib_root):
+        candidate = os.path.realpath(os.path.join(base, name))
+        if os.path.isfile(candidate) and os.path.commonpath([candidate, lib_root]) == lib_root:
+            return candidate
+    return None
+
+
+def core_folder_of(path, lib_root):
+    """The first folder below lib/ that holds `path`, or None for a file directly in lib/."""
+    parts = os.path.relpath(path, lib_root).split(os.sep)
+    return parts[0] if len(parts) > 1 else None
+
+
+def core_violations_in(path, lib_root):
+    """Yields (line number, message) for each include in a core file that reaches up."""
+    own = core_folder_of(path, lib_root)
+    own_rank = CORE_RANKS.get(own)
+    with open(path, encoding="utf-8", errors="replace") as source:
+        for number, line in enumerate(source, start=1):
+            match = INCLUDE.match(line)
+            if not match or match.group(1) != '"':
+                continue
+            target = resolve_private(match.group(2).replace("\\", "/"), path, lib_root)
+            if target is None:
+                continue
+            theirs = core_folder_of(target, lib_root)
+            if theirs == own:
+                continue
+            if own == TRACE_FOLDER:
+                if theirs != "primitives":
+                    yield number, f'includes "{match.group(2)}" — lib/trace/ may include only lib/primitives/'
+                continue
+            if theirs == TRACE_FOLDER:
+                continue
+            their_rank = CORE_RANKS.get(theirs)
+            if their_rank is None:
+                yield number, f'includes "{match.group(2)}" from lib/{theirs}/, which the core may not include'
+            elif their_rank > own_rank:
+                yield number, (f'includes "{match.group(2)}" — lib/{own}/ (layer {own_rank}) reaches up into '
+                               f"lib/{theirs}/ (layer {their_rank}); install a hook instead")
+
+
 def check(root):
     """Returns the list of violation lines for the tree at `root`."""
     root = os.path.realpath(root)
@@ -68,6 +127,19 @@ def check(root):
                 path = os.path.join(directory, file)
                 for number, message in violations_in(path, layer_root, lib_root):
                     found.append(f"{os.path.relpath(path, root)}:{number}: {message}")
+    if not os.path.isdir(lib_root):
+        return found
+    for entry in sorted(os.listdir(lib_root)):
+        path = os.path.join(lib_root, entry)
+        if os.path.isfile(path) and entry.endswith(SOURCE_SUFFIXES):
+            found.append(f"lib/{entry}:1: lies directly in lib/; every source belongs to a layer folder")
+    for folder in (*CORE_RANKS, TRACE_FOLDER):
+        for directory, _, files in os.walk(os.path.join(lib_root, folder)):
+            for file in sorted(files):
+                if file.endswith(SOURCE_SUFFIXES):
+                    path = os.path.join(directory, file)
+                    for number, message in core_violations_in(path, lib_root):
+                        found.append(f"{os.path.relpath(path, root)}:{number}: {message}")
     return found
 
 
@@ -79,12 +151,23 @@ def self_test():
         "lib/clients/bad_parent.cpp": '#include "../task_internal.h"\n',
         "lib/clients/bad_private_name.cpp": '#include "scheduler_impl.h"\n',
         "lib/compat/bad_lib_path.h": "#include <lib/task_internal.h>\n",
+        "lib/scheduler/bad_upward.cpp": '#include "tasks/task_internal.h"\n',
+        "lib/primitives/bad_upward_relative.cpp": '#include "../scheduler/scheduler_impl.h"\n',
+        "lib/tasks/bad_forkjoin.cpp": '#include "forkjoin/group_internal.h"\n',
+        "lib/trace/bad_trace.cpp": '#include "scheduler/scheduler_impl.h"\n',
+        "lib/tasks/bad_client.cpp": '#include "clients/tick_state.h"\n',
+        "lib/loose.cpp": "int x;\n",
     }
     clean = {
         "lib/clients/good.cpp": '#include <magpie/task.h>\n#include "own.h"\n#include <vector>\n',
         "lib/clients/own.h": "#pragma once\n",
-        "lib/task_internal.h": "#pragma once\n",
-        "lib/scheduler_impl.h": "#pragma once\n",
+        "lib/clients/tick_state.h": "#pragma once\n",
+        "lib/tasks/task_internal.h": '#pragma once\n#include "scheduler/scheduler_impl.h"\n#include "trace/trace_buffers.h"\n',
+        "lib/tasks/good.cpp": '#include "task_internal.h"\n#include "primitives/chaos_internal.h"\n',
+        "lib/scheduler/scheduler_impl.h": '#pragma once\n#include "../primitives/chaos_internal.h"\n',
+        "lib/primitives/chaos_internal.h": "#pragma once\n",
+        "lib/forkjoin/group_internal.h": '#pragma once\n#include "tasks/task_internal.h"\n',
+        "lib/trace/trace_buffers.h": '#pragma once\n#include "primitives/chaos_internal.h"\n',
     }
     with tempfile.TemporaryDirectory() as scratch:
         for relative, text in {**cases, **clean}.items():
@@ -114,11 +197,12 @@ def main(argv):
     for line in found:
         print(line, file=sys.stderr)
     if found:
-        print(f"layer check FAILED: {len(found)} include(s) reach below the public API "
-              f"({', '.join(LAYER_FOLDERS)} may include only <magpie/...> public headers, "
-              "the standard library and files in their own folder)", file=sys.stderr)
+        print(f"layer check FAILED: {len(found)} violation(s) ({', '.join(LAYER_FOLDERS)} may include only "
+              "<magpie/...> public headers, the standard library and files in their own folder; a core "
+              "folder only its own and lower layers' headers)", file=sys.stderr)
         return 1
-    print("layer check: ok (" + ", ".join(f for f in LAYER_FOLDERS if os.path.isdir(os.path.join(root, f))) + ")")
+    folders = [*LAYER_FOLDERS, *(f"lib/{f}" for f in (*CORE_RANKS, TRACE_FOLDER))]
+    print("layer check: ok (" + ", ".join(f for f in folders if os.path.isdir(os.path.join(root, f))) + ")")
     return 0
 
 

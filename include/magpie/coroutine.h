@@ -139,14 +139,14 @@ class token_for_segment {
 };
 
 // resume_later suspends the coroutine `frame` until `after` completes (nullptr: until it
-// is scheduled), then resumes it as a task placed `where` (lib/coroutine.cpp).
+// is scheduled), then resumes it as a task placed `where` (lib/forkjoin/coroutine.cpp).
 void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, task_base* after, placement where);
 
 // run_awaited_here runs a task a coroutine awaits that has not started, on this thread, as
-// a wait would retract it; true when it completed so (lib/coroutine.cpp).
+// a wait would retract it; true when it completed so (lib/forkjoin/coroutine.cpp).
 bool run_awaited_here(task_base* awaited) noexcept;
 
-// hand_over_failure gives the owner the coroutine's exception (lib/coroutine.cpp).
+// hand_over_failure gives the owner the coroutine's exception (lib/forkjoin/coroutine.cpp).
 void hand_over_failure(task_base* owner, std::exception_ptr failure) noexcept;
 
 // finish_task_coroutine: the coroutine of a task returned; its result or failure is in
@@ -169,7 +169,7 @@ inline std::coroutine_handle<> finish_coroutine(coro_promise_base& promise) noex
 
 // settle_forks_at_return: a coroutine returned (or threw) with forked children not
 // joined. Runs those still queued here; true when all have finished, else it stays
-// suspended at its final point and the last to finish ends it (lib/coroutine_fork.cpp).
+// suspended at its final point and the last to finish ends it (lib/forkjoin/coroutine_fork.cpp).
 bool settle_forks_at_return(coro_promise_base& promise) noexcept;
 
 // finished_here ends a forked child that returns on the thread of control that runs it for
@@ -277,12 +277,12 @@ class placement_awaiter {
 };
 
 // resumer is the body of a coroutine's resumption task. Destroyed without having run
-// (its scheduler shut down before it could), it abandons the coroutine (lib/coroutine.cpp).
+// (its scheduler shut down before it could), it abandons the coroutine (lib/forkjoin/coroutine.cpp).
 //
 // A resumer that waits behind the task its coroutine awaits is recorded (record_waiting)
 // until it is claimed: by its run, by its destruction, or by its scheduler's shutdown,
-// which abandons coroutines whose awaited work never completed (abandon_stranded_coroutines,
-// lib/coroutine.cpp). Whoever claims it takes the frame; a resumer claimed by the shutdown
+// which abandons coroutines whose awaited work never completed (its shutdown drain,
+// abandon_stranded_coroutines in lib/forkjoin/coroutine.cpp). Whoever claims it takes the frame; a resumer claimed by the shutdown
 // finds none when it runs later, and does nothing.
 class resumer {
  public:
@@ -307,11 +307,11 @@ class resumer {
   coro_promise_base* promise() const noexcept { return promise_; }
 
   // record_waiting records this resumer, of task `resumption`, until it is claimed
-  // (lib/coroutine.cpp). Once, before its task is launched.
+  // (lib/forkjoin/coroutine.cpp). Once, before its task is launched.
   void record_waiting(task_base* resumption) noexcept;
 
  private:
-  friend struct waiting_record_access;  // lib/coroutine.cpp
+  friend struct waiting_record_access;  // lib/forkjoin/coroutine.cpp
 
   static constexpr std::uint8_t not_recorded = 0xff;
 
@@ -325,7 +325,7 @@ class resumer {
 
   std::coroutine_handle<> frame_;  // of a recorded resumer: read and written under its stripe's lock
   coro_promise_base* promise_;
-  // Once recorded: its task, the stripe of the record it is in (lib/coroutine.cpp) and,
+  // Once recorded: its task, the stripe of the record it is in (lib/forkjoin/coroutine.cpp) and,
   // until claimed, its neighbours there.
   task_base* task_ = nullptr;
   resumer* newer_ = nullptr;

@@ -57,25 +57,25 @@ namespace detail {
 inline constexpr char fork_child_name[] = "forked coroutine";
 
 // run_forked_child is a fork_item's handler: a thief (or any thread that takes it from a
-// queue) runs the child; a shut-down scheduler finishes it as never run (lib/coroutine_fork.cpp).
+// queue) runs the child; a shut-down scheduler finishes it as never run (lib/forkjoin/coroutine_fork.cpp).
 bool run_forked_child(work_item* item, work_action action) noexcept;
 
 // this_thread_context_of_coroutine is the calling thread's context, read out of line: inlined
 // into a coroutine body, which may resume on another thread, a thread_local's address may
-// be computed once and kept in the frame (lib/coroutine_fork.cpp).
+// be computed once and kept in the frame (lib/forkjoin/coroutine_fork.cpp).
 const thread_context& this_thread_context_of_coroutine() noexcept;
 
 // fork_slowly queues `child` when the inline path of fork_child cannot: the first fork of a
 // parent, a thread without a deque of the scheduler, another priority, no workers (it then
-// runs the child at once) (lib/coroutine_fork.cpp).
+// runs the child at once) (lib/forkjoin/coroutine_fork.cpp).
 void fork_slowly(coro_promise_base& parent, coro_promise_base& child);
 
-// wake_for_fork wakes a worker of `home` for a pushed child (lib/coroutine_fork.cpp).
+// wake_for_fork wakes a worker of `home` for a pushed child (lib/forkjoin/coroutine_fork.cpp).
 void wake_for_fork(scheduler::impl* home) noexcept;
 
 // join_here runs the parent's children still on top of this thread's deque; true when all
 // have finished, else the parent is left suspended for the last one to resume
-// (lib/coroutine_fork.cpp).
+// (lib/forkjoin/coroutine_fork.cpp).
 bool join_here(coro_promise_base& parent);
 
 // rethrow_fork_failure rethrows the first exception a joined child let out, and clears it.

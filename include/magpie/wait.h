@@ -81,7 +81,7 @@ class handle_batch {
   }
 
  private:
-  static constexpr std::size_t capacity = 64;  // one run (lib/wait_launch_order.cpp); small on a stack a waiting body may deepen
+  static constexpr std::size_t capacity = 64;  // one run (lib/tasks/wait_launch_order.cpp); small on a stack a waiting body may deepen
   const std::chrono::steady_clock::time_point* deadline_;
   std::size_t size_ = 0;
   task_base* const* slots_[capacity];

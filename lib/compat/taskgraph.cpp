@@ -51,7 +51,7 @@ std::optional<named_thread> named_or_report(named_threads::type thread, const ch
 constexpr int brief_looks = 32;
 
 // retraction_chunk is how many tasks a named thread's wait hands wait_all at a time: one
-// run of the deque's (lib/task_wait.cpp takes back at most 64 at once).
+// run of the deque's (lib/tasks/task_wait.cpp takes back at most 64 at once).
 constexpr std::size_t retraction_chunk = 64;
 
 // retract_newest_first takes back and runs what it can of `run` without blocking, newest

@@ -1,4 +1,4 @@
-// Relacy model of a completion's close (lib/task.cpp, ready_loop::finish): a task none of
+// Relacy model of a completion's close (lib/tasks/task.cpp, ready_loop::finish): a task none of
 // whose handles is left is closed with subsequent_list::close_unshared — a load and a
 // store — because every push onto a task's list goes through a handle
 // (nobody_can_add_subsequents).

@@ -1,5 +1,5 @@
-// Relacy model of a task's completion without a close (lib/task_wait.cpp, finish_open;
-// lib/task.cpp, push_subsequent): a waiter that took a task back off its own deque begins
+// Relacy model of a task's completion without a close (lib/tasks/wait_retraction.cpp, finish_open;
+// lib/tasks/task.cpp, push_subsequent): a waiter that took a task back off its own deque begins
 // it finishes_open and, when nothing came meanwhile, leaves its subsequent list open. Its
 // "finished" store completes the task; a light barrier orders that store before the
 // completer's looks, and a thread that came while the body ran makes the heavy barrier
@@ -16,7 +16,7 @@
 // wake-up as DEADLOCK).
 //
 // A second model, task_left_open claimed, is the same with the waiter's claim of T's
-// prerequisites made before the begin (lib/task_wait.cpp, retract: claim_prerequisites,
+// prerequisites made before the begin (lib/tasks/wait_retraction.cpp, retract: claim_prerequisites,
 // then try_begin_open): the begin is then the begin's second CAS, from the
 // claimed word, which must sit in S as the first does.
 //

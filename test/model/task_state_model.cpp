@@ -108,7 +108,7 @@ struct task_state_model : rl::test_suite<task_state_model<W>, 3> {
 };
 
 // task_state_piped_model is the end of a piped task X with one nested task N still running
-// when X's body returns (lib/task.cpp, end_body and end_part_of): a piped task's
+// when X's body returns (lib/tasks/task.cpp, end_body and end_part_of): a piped task's
 // parts go with end_part_unless_last, so that the last one leaves its pipe's count
 // before the release that completes X.
 //   (before) X begun, with its body's part and N's part;

@@ -1,4 +1,4 @@
-// Relacy model of the blocking half of waiting (lib/task_wait.cpp, lib/task.cpp): a task
+// Relacy model of the blocking half of waiting (lib/tasks/task_wait.cpp, lib/tasks/task.cpp): a task
 // T becomes ready on one thread and is run by whoever wins its execution flag; a waiter
 // blocks on the event count only after setting T's has_waiter flag, and the threads that
 // make T ready or complete it notify only if they see that flag.

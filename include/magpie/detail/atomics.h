@@ -95,7 +95,7 @@ struct std_atomics {
   // light_barrier and heavy_barrier are the halves of an asymmetric Dekker barrier: a store,
   // light_barrier, a look on one side and a store, heavy_barrier, a look on the other never
   // both miss the other's store. The light half, taken on a hot path (a task's completion by
-  // the waiter that took it back, lib/task_wait.cpp), only stops the compiler moving memory
+  // the waiter that took it back, lib/tasks/wait_retraction.cpp), only stops the compiler moving memory
   // accesses across it. The heavy half, taken rarely (a push to, or a block on, such a task
   // while it runs), is Linux membarrier: every running thread of the process executes a full
   // barrier before it returns, so one lands between the light side's store and its look, or

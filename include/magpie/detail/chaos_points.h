@@ -33,7 +33,7 @@ enum class site : std::uint8_t {
   count_,
 };
 
-// active is set while chaos::start's options are in force (lib/chaos.cpp).
+// active is set while chaos::start's options are in force (lib/primitives/chaos.cpp).
 extern std::atomic<bool> active;
 
 // inject draws the calling thread's next decision and may yield, spin or sleep.

@@ -3,7 +3,7 @@
 // A lock-free multi-producer multi-consumer queue of pointers, FIFO per producer thread,
 // backed by moodycamel::ConcurrentQueue. moodycamel's header uses atomic_thread_fence,
 // which GCC rejects under -fsanitize=thread with -Werror, so it is included in exactly one
-// translation unit (lib/injection_queue.cpp) and reached through this opaque wrapper.
+// translation unit (lib/primitives/injection_queue.cpp) and reached through this opaque wrapper.
 //
 //   injection_queue<job> queue;
 //   queue.push(j);                          // any thread

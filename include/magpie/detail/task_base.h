@@ -17,7 +17,7 @@
 // task as a prerequisite, until that subsequent starts; the edge of each nested task, on
 // its parent, until the nested task completes; a pipe's "last task" slot.
 //
-// Everything that is not a template lives in lib/task.cpp.
+// Everything that is not a template lives in lib/tasks/task.cpp.
 #pragma once
 
 #include <magpie/detail/subsequent_list.h>
@@ -86,7 +86,7 @@ struct edge_group {
     return group;
   }
 
-  // create_alone / destroy_alone: a group in a pool block of its own (lib/task.cpp).
+  // create_alone / destroy_alone: a group in a pool block of its own (lib/tasks/task.cpp).
   static edge_group* create_alone(std::size_t count);
   static void destroy_alone(edge_group* group) noexcept;
 };
@@ -180,14 +180,14 @@ struct task_base : work_item {
   task_kind kind() const noexcept { return static_cast<task_kind>(kind_and_priority & 3u); }
   priority task_priority() const noexcept { return static_cast<priority>((kind_and_priority >> 2u) & 7u); }
   // Complete once its subsequent list is closed, or once its body (and every nested task)
-  // is done where the waiter that took it back leaves the list open (lib/task_wait.cpp).
+  // is done where the waiter that took it back leaves the list open (lib/tasks/wait_retraction.cpp).
   bool is_completed() const noexcept { return subsequents.is_closed() || state.has_finished(); }
   bool has_flag(std::uint8_t bit) const noexcept {
     return (flags.load(std::memory_order_acquire) & bit) != 0;  // acquire: pairs with set_flag's release half
   }
   // set_flag sets `bit` and returns whether it was already set.
   bool set_flag(std::uint8_t bit) noexcept {
-    // seq_cst: has_waiter is one side of a Dekker pairing with remove_locks / close (lib/task.cpp)
+    // seq_cst: has_waiter is one side of a Dekker pairing with remove_locks / close (lib/tasks/task.cpp)
     return (flags.fetch_or(bit, std::memory_order_seq_cst) & bit) != 0;
   }
   task_extras& ensure_extras();
@@ -223,7 +223,7 @@ struct task_with_result : task_base {
 template <>
 struct task_with_result<void> : task_base {};
 
-// --- lib/task.cpp -------------------------------------------------------------------------
+// --- lib/tasks/task.cpp -------------------------------------------------------------------------
 
 // memory: every task block comes from the task pool; `bytes` is recorded for the free.
 inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }
@@ -276,14 +276,14 @@ void complete_now(task_base* task) noexcept;
 // wait waits for `task`: retraction, a brief spin, then blocking; false on time-out.
 // `through` is the handle's pointer the caller waits through, if it has one: while it still
 // holds `task` after a retraction, the queue's reference can be left to the handles
-// (lib/task_wait.cpp).
+// (lib/tasks/wait_retraction.cpp).
 bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline,
           task_base* const* through = nullptr) noexcept;
 
 // wait_all waits for the tasks the handles at `handles[0..count)` hold (newest launched
 // first, or oldest first where waits_in_launch_order says; none invalid). A run of them at
 // that end of this thread's own deque, in that order, is taken back in one go and run here
-// (lib/task_wait.cpp); the rest are waited for one by one,
+// (lib/tasks/wait_launch_order.cpp); the rest are waited for one by one,
 // until `deadline` if there is one (false: one had not completed by then). Without one, a
 // wait cut short by misuse (waiting on itself: reported) does not stop the rest.
 bool wait_all(task_base* const* const* handles, std::size_t count,
@@ -291,7 +291,7 @@ bool wait_all(task_base* const* const* handles, std::size_t count,
 
 // waits_in_launch_order says whether wait_all should hand over a range that starts with
 // `task` oldest first: its scheduler has no workers, nothing of magpie's is on this thread's
-// stack, and `task` is the oldest entry of this thread's deque (lib/task_wait.cpp).
+// stack, and `task` is the oldest entry of this thread's deque (lib/tasks/wait_launch_order.cpp).
 bool waits_in_launch_order(const task_base* task) noexcept;
 
 // try_retract_and_execute runs `task` (after its prerequisites) on this thread if it has

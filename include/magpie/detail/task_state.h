@@ -14,12 +14,12 @@
 //     read-modify-write of its own for the hand-over.
 //   * finishes_open (bit 28): begun by a waiter that took it back off its own deque, which
 //     ends it without closing its subsequent list unless something was pushed meanwhile
-//     (lib/task_wait.cpp): a thread that announces itself to the task (pushes to its list,
+//     (lib/tasks/wait_retraction.cpp): a thread that announces itself to the task (pushes to its list,
 //     sets its waiter flag) and finds it running so makes the heavy half of an asymmetric
 //     barrier before it looks again (has_finished_after_announcing).
 //   * reference_left_to_handles (bit 29): set after completion: a waiter that ran the task
 //     after taking it back left the queue's reference to the handles, and the last handle
-//     dropped releases it too (lib/task.cpp, drop_handle).
+//     dropped releases it too (lib/tasks/task.cpp, drop_handle).
 //
 // Exclusive access. Several moves have a cheap form (a plain store instead of a
 // read-modify-write) for a thread that alone can write the word: before the task is linked
@@ -136,7 +136,7 @@ class task_state {
     // seq_cst: every unlocker publishes what it did first (a prerequisite's result) and the
     // last one acquires all of it (acq_rel would do for that); seq_cst also orders this
     // against the unlocker's later look for a waiting thread, which a waiter pairs with
-    // by setting its flag and then reading this word (lib/task.cpp)
+    // by setting its flag and then reading this word (lib/tasks/task.cpp)
     std::uint32_t left = (num_locks_.fetch_sub(count, std::memory_order_seq_cst) - count) & ~prerequisites_claimed;
     return left == 0 ? unlock_outcome::ready : left == 1 ? unlock_outcome::one_lock_left : unlock_outcome::locked;
   }
@@ -270,7 +270,7 @@ class task_state {
   // task with a seq_cst read-modify-write (pushed to its list, set its waiter flag) and must
   // not miss both ways: either it sees "finished", or the completer's look after that store
   // sees what it did. A finishes_open task's completer makes only the light barrier
-  // (lib/task_wait.cpp), so while the body runs, the caller makes the heavy one before the
+  // (lib/tasks/wait_retraction.cpp), so while the body runs, the caller makes the heavy one before the
   // look that counts.
   [[nodiscard]] bool has_finished_after_announcing() const noexcept {
     // seq_cst: a look that misses the begin (a seq_cst CAS) comes before it in S, and then

@@ -11,7 +11,7 @@
 #include <atomic>
 
 namespace magpie {
-struct worker;  // lib/scheduler_impl.h
+struct worker;  // lib/scheduler/scheduler_impl.h
 }
 
 namespace magpie::detail {
@@ -23,7 +23,7 @@ struct thread_context {
   unsigned helping = 0;              // depth of try_run_one calls on this thread
   // depth of waits that hold queued work out of its queues meanwhile (a concurrency
   // limiter's runner): what runs beneath one may wait for that work, so a wait there is
-  // not at top level (lib/task_wait.cpp, "Launch order without workers").
+  // not at top level (lib/tasks/wait_launch_order.cpp).
   unsigned holding = 0;
   int named = -1;                    // attached named thread index, or -1
   magpie::scheduler* facade = nullptr;

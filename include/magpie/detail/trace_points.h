@@ -4,7 +4,7 @@
 //
 //   trace_point(category::task, event_kind::task_started, task, task->name);
 //
-// The recording itself (lib/trace.cpp) is out of line: a trace point that records is a
+// The recording itself (lib/trace/trace.cpp) is out of line: a trace point that records is a
 // call, a clock read and a 40-byte store into the thread's own ring buffer.
 #pragma once
 
@@ -48,7 +48,7 @@ enum class event_kind : std::uint8_t {
 // recording_categories is the categories recording now (0: not recording).
 extern std::atomic<std::uint32_t> recording_categories;
 
-// record appends one event to the calling thread's buffer (lib/trace.cpp).
+// record appends one event to the calling thread's buffer (lib/trace/trace.cpp).
 void record(event_kind kind, const void* id, const char* name, std::uint64_t value, std::uint32_t arg) noexcept;
 
 #if MAGPIE_TRACE

@@ -86,7 +86,7 @@ struct named_queue {
 // lent_deque is a deque lent to a thread outside the pool (neither a worker nor attached)
 // that launches on the scheduler: its normal-priority launches go there, workers steal from
 // it, and its waits take their tasks back from it, as an attached thread's do
-// (lib/lent_deques.cpp). A thread keeps it until it exits.
+// (lib/scheduler/lent_deques.cpp). A thread keeps it until it exits.
 struct lent_deque {
   detail::work_stealing_deque<work_item*> deque;
   std::atomic<bool> lent{false};
@@ -102,7 +102,7 @@ struct named_thread_state {
   detail::work_stealing_deque<work_item*> deque;
   // blocked_waiter is the event count the attached thread is blocked on inside a wait (else
   // nullptr): a send to its queues wakes it there too, since its wait runs its queues'
-  // work (lib/task_wait.cpp). Event counts waited on are never freed.
+  // work (lib/tasks/task_wait.cpp). Event counts waited on are never freed.
   std::atomic<detail::event_count<>*> blocked_waiter{nullptr};
 
   // has_work_to_run says whether a queue the attached thread is not already processing
@@ -318,7 +318,7 @@ struct scheduler::impl {
   void leave_blocking(standby_pool& pool);
   // would_stall says that if the calling pool thread blocked now, every thread of its kind
   // would be blocked with no standby left to start: nobody would run ready work. Its wait
-  // then helps with queued work instead (lib/task_wait.cpp, docs/scheduler.md).
+  // then helps with queued work instead (lib/tasks/task_wait.cpp, docs/scheduler.md).
   bool would_stall(const worker& self) const noexcept;
   // pool_size is how many workers of `kind` the scheduler started with (standby ones aside).
   unsigned pool_size(worker_kind kind) const noexcept {
@@ -402,7 +402,7 @@ void discard_late_work(work_item* item, const char* where);
 
 // The deque lent to this thread that was found last, by its scheduler's serial: a thread
 // launching on one scheduler finds its deque with one comparison, inline. Cleared when that
-// deque is given back (lib/lent_deques.cpp).
+// deque is given back (lib/scheduler/lent_deques.cpp).
 extern constinit thread_local std::uint64_t last_lent_serial;
 extern constinit thread_local work_stealing_deque<work_item*>* last_lent_deque;
 }  // namespace detail
@@ -506,11 +506,27 @@ class guest_of {
 }  // namespace detail
 
 namespace detail {
-// abandon_stranded_coroutines abandons the coroutines of `owner` that are still suspended
-// behind work that has not completed (lib/coroutine.cpp): for its shutdown, once nothing
-// else of it runs. Each is reported, its frame and body freed, its task completed as never
-// resumed. Returns whether it found any (what they made ready is then queued).
-bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept;
+// Hooks through which the layers above the scheduler act at its moments; the scheduler
+// knows nothing of what they do. Each is installed by the layer that needs it.
+
+// before_help_or_block is what this thread must do before it helps run other work or
+// blocks: set while a layer above holds queued work out of every queue on this thread (a
+// wait_all's run), which whatever this thread waits for may need; null otherwise.
+using help_or_block_hook = void (*)() noexcept;
+extern constinit thread_local help_or_block_hook before_help_or_block;
+
+inline void prepare_to_help_or_block() noexcept {
+  if (before_help_or_block != nullptr) [[unlikely]] before_help_or_block();
+}
+
+// A shutdown drain runs once nothing else of the scheduler runs: it releases what would
+// otherwise wait for ever (the coroutines suspended behind work nothing will complete) and
+// returns whether it found any, after which what that made ready is drained too.
+using shutdown_drain_fn = bool (*)(scheduler::impl& owner) noexcept;
+
+// install_shutdown_drain sets the shutdown drain (one: the coroutine layer's); a later call
+// replaces it. Installed during static initialisation, before any scheduler shuts down.
+void install_shutdown_drain(shutdown_drain_fn drain) noexcept;
 
 // scheduler_access lets the task layer reach a scheduler's state.
 struct scheduler_access {

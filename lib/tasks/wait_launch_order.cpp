@@ -1,6 +1,6 @@
 // The launch-order rule of schedulers without workers, and wait_all: a wait on such a
 // scheduler runs what this thread queued before its task in the order it was queued, and
-// wait_all takes runs of its handles back off this thread's deque at once (lib/held_runs.h).
+// wait_all takes runs of its handles back off this thread's deque at once (lib/tasks/held_runs.h).
 #include "held_runs.h"
 #include "wait_internal.h"
 
@@ -41,7 +41,7 @@ constexpr std::size_t run_limit = 64;
 // taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
 // before them run, from a body that helps (try_run_one, a task_group's join) and from a
 // helping thread that would steal them (either would hang). Held aside as
-// wait_all's runs are (lib/held_runs.h), a spill would put older tasks above newer ones for
+// wait_all's runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
 // has passed. `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, task_deque* own,
@@ -137,7 +137,7 @@ std::size_t take_oldest_run(task_deque* own, task_base* const* const* handles, s
 // taken: with no workers the oldest run, when the range comes oldest first from the deque's
 // oldest end (take_oldest_run, waits_in_launch_order); else the newest (take_back_run). A
 // thread of no scheduler looks on the deque lent to it by the first task's scheduler,
-// pinned while it runs them. The run is held aside (lib/held_runs.h): a body that helps or
+// pinned while it runs them. The run is held aside (lib/tasks/held_runs.h): a body that helps or
 // blocks puts back what has not begun, which the caller then waits for one by one.
 std::size_t take_back_and_run(task_base* const* const* handles, std::size_t count) noexcept {
   work_item* taken[run_limit];  // the handles' tasks

@@ -1,5 +1,5 @@
 // Private to lib/: runs of queue entries a thread took off its own deque at once and runs
-// one by one (wait_all takes up to 64 with one CAS or one fence: lib/wait_launch_order.cpp).
+// one by one (wait_all takes up to 64 with one CAS or one fence: lib/tasks/wait_launch_order.cpp).
 //
 // While one body of such a run executes, the entries after it are out of every queue: no
 // helper, worker or steal can find them. A body that helps (try_run_one, a task_group's
@@ -22,7 +22,7 @@
 //   for (std::size_t i; held.next(i);) run(items[i]);   // stops early once spilled
 #pragma once
 
-#include "scheduler_impl.h"
+#include "../scheduler/scheduler_impl.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +63,7 @@ extern constinit thread_local held_run* innermost_held_run;
 
 // spilled_in_wait_all says that a run was spilled during this thread's wait_alls in
 // progress: until the last of them returns, its waits run only their own tasks (not in
-// launch order: lib/wait_launch_order.cpp). Every entry a held run spills is one of their handles,
+// launch order: lib/tasks/wait_launch_order.cpp). Every entry a held run spills is one of their handles,
 // so by then each is complete.
 extern constinit thread_local bool spilled_in_wait_all;
 

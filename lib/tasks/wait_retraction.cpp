@@ -341,7 +341,7 @@ bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline
   }
   // A launch followed by its wait: taken back before the loop's set-up (retract, which
   // looks again when it is not there, finds the deque's ends in the cache). Or, with no
-  // workers, what this thread queued runs in launch order (lib/wait_launch_order.cpp), each
+  // workers, what this thread queued runs in launch order (lib/tasks/wait_launch_order.cpp), each
   // time round.
   bool launch_order = false;
   if (take_back_and_run_one(task, 0, through, /*finish_open=*/true, &launch_order) &&

@@ -1,5 +1,5 @@
 // Coroutine tasks: suspending, resuming, and giving up on a coroutine that cannot resume.
-#include "task_internal.h"
+#include "../tasks/task_internal.h"
 
 #include <magpie/coroutine.h>
 #include <magpie/diagnostics.h>
@@ -162,6 +162,10 @@ std::coroutine_handle<> resumer::claim_recorded() noexcept {
   return frame;
 }
 
+// abandon_stranded_coroutines abandons the coroutines of `owner` that are still suspended
+// behind work that has not completed: the scheduler's shutdown drain, run once nothing else
+// of it runs. Each is reported, its frame and body freed, its task completed as never
+// resumed. Returns whether it found any (what they made ready is then queued).
 bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept {
   // The sweep runs as the scheduler's work, so that what the abandoned coroutines' tasks
   // make ready as they complete is accepted, and runs in the drain that follows.
@@ -190,6 +194,10 @@ bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept {
   owner.execute(&item, nullptr);
   return item.abandoned;
 }
+
+// Installed before main: a scheduler shutting down abandons the coroutines stranded on it.
+[[maybe_unused]] const bool shutdown_drain_installed =
+    (install_shutdown_drain(&abandon_stranded_coroutines), true);
 
 bool is_abandoned_resumption(task_base* task) noexcept {
   if ((task->kind_and_priority & task_base::resumes_coroutine) == 0) return false;

@@ -1,6 +1,6 @@
 // Recording for magpie/trace.h: each thread appends to a ring buffer of its own, so a
 // trace point that records takes no lock and, after the thread's first event of a
-// recording, allocates nothing (lib/trace_buffers.h).
+// recording, allocates nothing (lib/trace/trace_buffers.h).
 #include "trace_buffers.h"
 
 #include <magpie/trace.h>

@@ -106,7 +106,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
       const std::uint32_t epoch = wake_epoch_.load();  // seq_cst: before the flag, as above
       if (!set_waiter_flag()) return true;
       if (has_published_runner()) continue;
-      spill_held_runs();  // it sleeps: a piece may need what this thread holds aside (lib/held_runs.h)
+      spill_held_runs();  // it sleeps: a piece may need what this thread holds aside (lib/tasks/held_runs.h)
       if (forever) {
         std_atomics::wait(wake_epoch_, epoch);
       } else {

@@ -1,6 +1,6 @@
 // Fork-join between coroutines: queueing forked children, joining them, and a parent's
 // end with children not joined (include/magpie/coroutine_fork.h).
-#include "task_internal.h"
+#include "../tasks/task_internal.h"
 
 #include <magpie/coroutine.h>
 #include <magpie/diagnostics.h>

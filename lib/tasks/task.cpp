@@ -1,7 +1,7 @@
 // The task state machine: references, prerequisites, launch, execution, completion.
-// Waiting and retraction live in task_wait.cpp, pipes in pipe.cpp.
+// Waiting lives in task_wait.cpp, retraction in wait_retraction.cpp, pipes in pipe.cpp.
 #include "task_internal.h"
-#include "task_census.h"
+#include "../scheduler/task_census.h"
 
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
@@ -478,7 +478,7 @@ void run_body(task_base* task, begin_outcome began) noexcept {
   } else {
     // A waiter from elsewhere runs it: the body sees the task's scheduler as current. A
     // thread of no scheduler pushes what the body launches (fork-join children included)
-    // onto the deque lent to it, as an attached thread would (lib/lent_deques.cpp).
+    // onto the deque lent to it, as an attached thread would (lib/scheduler/lent_deques.cpp).
     guest_of guest(*owner, context.owner == nullptr);
     task->apply(task_op::run);
   }
@@ -553,7 +553,7 @@ void add_nested(task_base* nested) noexcept {
     return;
   }
   if ((parent->kind_and_priority & task_base::resumes_coroutine) != 0) [[unlikely]] {
-    nest_in_coroutine(parent, nested);  // lib/coroutine.cpp: the coroutine's task waits for it
+    nest_in_coroutine(parent, nested);  // lib/forkjoin/coroutine.cpp: the coroutine's task waits for it
     return;
   }
   if (parent == nested) {
@@ -587,7 +587,7 @@ void add_nested(task_base* nested) noexcept {
 
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
-  // A task finished open (lib/task_wait.cpp, finish_open) is complete with its list still
+  // A task finished open (lib/tasks/wait_retraction.cpp, finish_open) is complete with its list still
   // open: whichever of its completer and us sees the other closes the list.
   if (prerequisite->state.has_finished_after_announcing()) ready_loop(nullptr).close_left_open(prerequisite);
   return true;
@@ -657,7 +657,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   edge.prerequisite = previous;
   edge.kind = edge_kind::pipe;
   // The slot's reference goes with the link, for a waiter that retracts this task: it runs
-  // the previous one first (lib/task_wait.cpp). It is stored before the push, and this
+  // the previous one first (lib/tasks/wait_retraction.cpp). It is stored before the push, and this
   // thread holds a reference of its own over the push: once linked, the task may run,
   // complete and drop the link's while the push still looks at `previous`.
   std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;

@@ -1,6 +1,5 @@
 // The public scheduler: its construction and destruction, counters, helping, execute(),
 // the default scheduler, and blocking_scope. The workers themselves are in scheduler.cpp.
-#include "held_runs.h"
 #include "scheduler_impl.h"
 
 #include <magpie/chaos.h>
@@ -107,7 +106,7 @@ bool scheduler::try_run_one() {
   thread_context& context = this_thread_context();
   constexpr unsigned max_help_depth = 64;  // helping inside helping grows the stack
   if (context.helping >= max_help_depth) return false;
-  detail::spill_held_runs();  // what this thread holds aside is work to find too
+  detail::prepare_to_help_or_block();  // what this thread holds aside is work to find too
   worker* self = context.owner == impl_.get() ? context.self : nullptr;
   work_item* item = self != nullptr ? impl_->find_work(self) : impl_->find_work_as_helper();
   if (item == nullptr) return false;
@@ -178,7 +177,7 @@ bool set_default_scheduler_options(scheduler_options options) {
 // --- blocking_scope -----------------------------------------------------------------
 
 blocking_scope::blocking_scope() : pool_(nullptr) {
-  detail::spill_held_runs();  // others may need what this thread holds aside to unblock it
+  detail::prepare_to_help_or_block();  // others may need what this thread holds aside to unblock it
   thread_context& context = this_thread_context();
   if (context.self == nullptr || context.owner == nullptr) return;
   standby_pool& pool = context.owner->standby[index_of(context.self->kind)];

@@ -1,10 +1,9 @@
 // The scheduler's workers: finding work, waking, parking, standby workers, shutdown.
 // Named threads live in named_thread.cpp, the public facade in scheduler_facade.cpp, the
 // table of living schedulers in scheduler_slots.cpp; the shared state in scheduler_impl.h.
-#include "held_runs.h"
 #include "scheduler_impl.h"
 #include "task_census.h"
-#include "trace_buffers.h"
+#include "../trace/trace_buffers.h"
 
 #include <magpie/detail/thread_tag.h>
 
@@ -27,7 +26,6 @@ namespace magpie {
 
 namespace {
 
-
 // max_overflow_standby bounds the standby workers started past the cap, each only when
 // every thread of its kind is blocked (enter_blocking).
 constexpr unsigned max_overflow_standby = 64;
@@ -42,12 +40,20 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
   return state;
 }
 
-
 }  // namespace
 
 constinit thread_local thread_context detail::current_thread_context;
 
+constinit thread_local detail::help_or_block_hook detail::before_help_or_block = nullptr;
 
+namespace detail {
+// installed_shutdown_drain is the drain install_shutdown_drain set, or null.
+constinit std::atomic<shutdown_drain_fn> installed_shutdown_drain{nullptr};
+
+void install_shutdown_drain(shutdown_drain_fn drain) noexcept {
+  installed_shutdown_drain.store(drain, std::memory_order_release);  // release: pairs with the shutdown's acquire load
+}
+}  // namespace detail
 
 namespace {
 // next_serial numbers the schedulers the process makes (scheduler::impl::serial).
@@ -245,7 +251,7 @@ bool scheduler::impl::execute(work_item* item, worker* self) {
   }
   // Another scheduler's worker or named thread helping here: its deque is not ours, so the
   // item must not see it. A thread of no scheduler uses the deque lent to it
-  // (lib/lent_deques.cpp).
+  // (lib/scheduler/lent_deques.cpp).
   detail::guest_of guest(*this, this_thread_context().owner == nullptr);
   return item->handler(item, detail::work_action::run);
 }
@@ -511,7 +517,9 @@ void scheduler::impl::shutdown() {
     drain_until_quiescent();
     // Coroutines still suspended now await work that nothing will complete: each is
     // reported and freed, and what its task's completion makes ready still runs.
-    while (detail::abandon_stranded_coroutines(*this)) drain_until_quiescent();
+    if (detail::shutdown_drain_fn drain = detail::installed_shutdown_drain.load(std::memory_order_acquire)) {
+      while (drain(*this)) drain_until_quiescent();
+    }
     stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
     foreground_wake.notify_all();
     background_wake.notify_all();

@@ -1,8 +1,8 @@
 // Private to lib/: what the three parts of a wait share. A wait is one retraction routine
-// (lib/wait_retraction.cpp: follow what the task waits for, take its entry back off this
-// thread's deque, run it here) inside one loop (lib/task_wait.cpp) whose steps between
+// (lib/tasks/wait_retraction.cpp: follow what the task waits for, take its entry back off this
+// thread's deque, run it here) inside one loop (lib/tasks/task_wait.cpp) whose steps between
 // retractions depend on who waits, its waiter policy; wait_all and the launch-order rule of
-// schedulers without workers (lib/wait_launch_order.cpp) plug into both. docs/scheduler.md,
+// schedulers without workers (lib/tasks/wait_launch_order.cpp) plug into both. docs/scheduler.md,
 // "The wait protocol", lists the steps in order.
 #pragma once
 
@@ -22,7 +22,7 @@ inline constexpr unsigned max_retraction_depth = 128;
 // max_running_depth bounds how many bodies a worker runs on its stack at once through
 // retraction (~1 KiB of magpie's frames each, plus the bodies' own): past it a worker's wait
 // blocks instead, and another thread runs the task (a standby worker, created past the cap
-// when every worker is blocked: lib/scheduler.cpp). Threads outside the pool are not
+// when every worker is blocked: lib/scheduler/scheduler.cpp). Threads outside the pool are not
 // bounded: with no worker, retraction is the only way their work runs.
 inline constexpr unsigned max_running_depth = 256;
 
@@ -43,7 +43,7 @@ bool can_retract_here(const task_base* task) noexcept;
 // task's scheduler went to, the deque its take-backs look at: the thread's own deque when it
 // is a worker or attached thread of that scheduler (no pin needed: the scheduler outlives its
 // threads); for a thread of no scheduler, the deque that scheduler lent it
-// (lib/lent_deques.cpp), with the scheduler pinned for as long as this lives; none for a
+// (lib/scheduler/lent_deques.cpp), with the scheduler pinned for as long as this lives; none for a
 // thread of another scheduler, or when the scheduler is gone.
 class waiter_deque {
  public:
@@ -102,7 +102,7 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
 void run_held_run(held_run& held, work_item* const* taken, task_base* const* const* handles) noexcept;
 
 // is_stale_task says whether `item`, taken off this thread's deque, is the entry of a task
-// this thread already claimed where it lay (lib/wait_retraction.cpp, "Stale entries");
+// this thread already claimed where it lay (lib/tasks/wait_retraction.cpp, "Stale entries");
 // drop_stale drops such an entry's reference.
 bool is_stale_task(work_item* item) noexcept;
 void drop_stale(work_item* item) noexcept;
@@ -117,9 +117,9 @@ inline bool at_top_level() noexcept {
 }
 
 // in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
-// order (lib/wait_launch_order.cpp, "Launch order without workers"): its scheduler has no
+// order (lib/tasks/wait_launch_order.cpp, "Launch order without workers"): its scheduler has no
 // workers and the thread is at top level. `owner` is this thread's scheduler or pinned. Not
-// after a held run was spilled, until this thread's wait_alls return (lib/held_runs.h): its
+// after a held run was spilled, until this thread's wait_alls return (lib/tasks/held_runs.h): its
 // entries went back on top of newer ones. Inline: every wait's first take-back asks.
 inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
@@ -128,7 +128,7 @@ inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 }
 
 // run_in_launch_order is a wait's step in launch order for `task`, whose scheduler has no
-// workers, from a thread at top level: rounds of run_queued_before (lib/wait_launch_order.cpp)
+// workers, from a thread at top level: rounds of run_queued_before (lib/tasks/wait_launch_order.cpp)
 // for as long as each runs something and the task is not complete. Nothing when it did not
 // find the task queued here, else what run_taken_back says. It stops once `deadline` (if
 // any) has passed; `ran_any` says whether its last round ran anything.

@@ -1,5 +1,5 @@
 // Waiting for a task (docs/tasks.md, "Waiting"; the steps in order: docs/scheduler.md, "The
-// wait protocol"). After its first take-back (lib/wait_retraction.cpp) a wait loops: the
+// wait protocol"). After its first take-back (lib/tasks/wait_retraction.cpp) a wait loops: the
 // launch-order run where it applies, retraction, its waiter policy's help, a brief spin, then
 // a block that retries all of it whenever the task is scheduled or woken.
 #include "held_runs.h"
@@ -64,7 +64,7 @@ class waiter_policy {
   // help runs other work for the wait for `task`, as the policies above allow; returns
   // whether it ran something. `owner`, the task's scheduler, is pinned by the caller.
   bool help(const task_base* task, scheduler::impl* owner) noexcept {
-    spill_held_runs();  // what this thread holds aside is work to find too (lib/held_runs.h)
+    spill_held_runs();  // what this thread holds aside is work to find too (lib/tasks/held_runs.h)
     if (role() == waiter_role::named_thread) {
       // Never a queue it is processing already. Its scheduler lives: it is attached.
       if (context_.owner->run_one_named_item(named_index())) return true;

@@ -1,6 +1,6 @@
 // Fork-join: spawning task_group children and joining them (include/magpie/task_group.h).
-#include "held_runs.h"
-#include "scheduler_impl.h"
+#include "../tasks/held_runs.h"
+#include "../scheduler/scheduler_impl.h"
 
 #include <magpie/detail/task_base.h>
 #include <magpie/diagnostics.h>

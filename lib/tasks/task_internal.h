@@ -1,7 +1,7 @@
 // Private to lib/: what task.cpp, task_wait.cpp and pipe.cpp share.
 #pragma once
 
-#include "scheduler_impl.h"
+#include "../scheduler/scheduler_impl.h"
 
 #include <magpie/detail/task_base.h>
 #include <magpie/detail/trace_points.h>
@@ -53,7 +53,7 @@ class ready_loop {
   }
 
   // close_left_open closes the subsequent list of a task finished open by the waiter that
-  // took it back (lib/task_wait.cpp, finish_open), and releases what it held:
+  // took it back (lib/tasks/task_wait.cpp, finish_open), and releases what it held:
   // nothing when another thread closed it first. Then drains.
   void close_left_open(task_base* task) noexcept {
     release_subsequents(task->subsequents.close());
@@ -122,14 +122,14 @@ void drop_prerequisite_references(task_base* task) noexcept;
 
 // push_subsequent adds `edge` to `prerequisite`'s subsequent list: false, and nothing
 // added, once the prerequisite completed (the caller removes the edge's lock itself). A
-// prerequisite finished open (lib/task_wait.cpp, finish_open) still has its list open; a push
+// prerequisite finished open (lib/tasks/task_wait.cpp, finish_open) still has its list open; a push
 // then closes it and releases everything in it, this edge included, and returns true.
 // The caller holds a reference to `prerequisite`.
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
 
 // body_failure is what a task with has_exception holds: its body's exception, or, for a
 // task skipped by its canceled token (which stores none: hold_canceled), task_canceled
-// (lib/cancellation.cpp).
+// (lib/tasks/cancellation.cpp).
 std::exception_ptr body_failure(const task_base* task) noexcept;
 
 // failure_of is the exception a task completed with: its body's, else a nested task's.
@@ -164,7 +164,7 @@ part_outcome end_part_of(task_base* task) noexcept;
 bool is_running_here(const task_base* task) noexcept;
 
 // depends_on says whether `later` cannot complete before `earlier` has: it waits for it
-// through prerequisites, pipes or nested tasks (lib/task_cycles.cpp). Only while `earlier`
+// through prerequisites, pipes or nested tasks (lib/tasks/task_cycles.cpp). Only while `earlier`
 // cannot complete meanwhile: its body runs on this thread, or it is an untriggered event.
 // The walk is bounded; past the bound it answers false.
 bool depends_on(const task_base* later, const task_base* earlier) noexcept;
@@ -209,11 +209,11 @@ struct pipe_access {
 magpie::pipe* current_pipe() noexcept;
 
 // nest_in_coroutine: add_nested from a task that resumes a coroutine (resumes_coroutine)
-// nests `nested` in the coroutine's task instead (lib/coroutine.cpp).
+// nests `nested` in the coroutine's task instead (lib/forkjoin/coroutine.cpp).
 void nest_in_coroutine(task_base* resumption, task_base* nested) noexcept;
 
 // is_abandoned_resumption: `task` resumes a coroutine that its scheduler's shutdown
-// abandoned; it does nothing if it runs (lib/coroutine.cpp).
+// abandoned; it does nothing if it runs (lib/forkjoin/coroutine.cpp).
 bool is_abandoned_resumption(task_base* task) noexcept;
 
 }  // namespace magpie::detail

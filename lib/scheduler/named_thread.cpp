@@ -1,7 +1,6 @@
 // Named threads: user-owned threads (game, render, …) that drain their own FIFO queues.
-#include "held_runs.h"
 #include "scheduler_impl.h"
-#include "trace_buffers.h"
+#include "../trace/trace_buffers.h"
 
 #include <magpie/detail/thread_tag.h>
 
@@ -189,7 +188,7 @@ void scheduler::process_until_request_return(named_thread thread, thread_queue q
   if (!valid(thread)) return;
   process_guard guard(*impl_, thread, queue, "process_until_request_return");
   if (!guard.claimed()) return;
-  detail::spill_held_runs();  // it blocks: others may need what this thread holds aside
+  detail::prepare_to_help_or_block();  // it blocks: others may need what this thread holds aside
   named_thread_state& state = impl_->named[thread.index()];
   named_queue& source = state.queues[static_cast<std::size_t>(queue)];
   for (;;) {
