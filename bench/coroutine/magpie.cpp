@@ -8,6 +8,7 @@
 // "N threads" = N − 1 workers + this thread, except coro_fork_fib's (see there).
 #include "../common/harness.h"
 #include "../common/magpie_threads.h"
+#include "forked_fib.h"
 #include "fib.h"
 
 #include <magpie/cancellation.h>
@@ -78,18 +79,6 @@ magpie::task<long> coroutine_fib(magpie::scheduler& pool, int n) {
   });
 }
 
-// forked_fib is coroutine fib in fork-join form (magpie::fork / call / join): every call a
-// coroutine frame, the first forked onto the deque, the second called, no task per call.
-magpie::coro<long> forked_fib(int n) {
-  if (n < 2) co_return n;
-  long a = 0;
-  long b = 0;
-  co_await magpie::fork(a, forked_fib(n - 1));
-  co_await magpie::call(b, forked_fib(n - 2));
-  co_await magpie::join();
-  co_return a + b;
-}
-
 long group_fib(int n) {
   if (n < 2) return n;
   long a = 0;
@@ -136,7 +125,7 @@ int main(int argc, char** argv) {
     // at one, no worker, and `main` runs the root itself.
     magpie::scheduler fork_pool(bench::magpie_options(threads == 1 ? 1 : threads + 1));
     auto fork_fib = bench::time_runs(chosen.runs, [&] {
-      check(fork_pool.launch("fork fib", [fib_n] { return forked_fib(fib_n); }).get_result() == expected,
+      check(fork_pool.launch("fork fib", [fib_n] { return bench::forked_fib(fib_n); }).get_result() == expected,
             "coroutine fork fib");
     });
     bench::record(chosen, "magpie", "coro_fork_fib", std::to_string(fib_n), threads, fork_fib, calls);

@@ -12,6 +12,7 @@
 #include "../common/magpie_threads.h"
 #include "../fork_join/magpie_system.h"
 #include "../fork_join/workloads.h"
+#include "../coroutine/forked_fib.h"
 
 #include <CLI/CLI.hpp>
 #if __has_include(<valgrind/callgrind.h>)
@@ -44,24 +45,12 @@ namespace {
 
 [[gnu::noinline]] long measured_fib(int n) { return workloads::fib<bench::magpie_system>(n, 2); }
 
-// forked_fib is fib in coroutine fork-join form: every call a coroutine frame, the first
-// forked onto the deque, the second called (bench/coroutine/magpie.cpp's row).
-magpie::coro<long> forked_fib(int n) {
-  if (n < 2) co_return n;
-  long a = 0;
-  long b = 0;
-  co_await magpie::fork(a, forked_fib(n - 1));
-  co_await magpie::call(b, forked_fib(n - 2));
-  co_await magpie::join();
-  co_return a + b;
-}
-
 // counted_coro_fork_fib is not a `measured_` function: callgrind's toggle-collect follows
 // calls and returns, which symmetric transfer between coroutines leaves unmatched, so the
 // count is switched on and off here, under valgrind only (tools/instructions.sh).
 [[gnu::noinline]] long counted_coro_fork_fib(magpie::scheduler& pool, int n) {
   COUNT_FROM_HERE_TO_THE_NEXT();
-  long result = pool.launch("fork fib", [n] { return forked_fib(n); }).get_result();
+  long result = pool.launch("fork fib", [n] { return bench::forked_fib(n); }).get_result();
   COUNT_FROM_HERE_TO_THE_NEXT();
   return result;
 }

@@ -517,6 +517,7 @@ void scheduler::impl::shutdown() {
     drain_until_quiescent();
     // Coroutines still suspended now await work that nothing will complete: each is
     // reported and freed, and what its task's completion makes ready still runs.
+    // acquire: pairs with install_shutdown_drain's release store
     if (detail::shutdown_drain_fn drain = detail::installed_shutdown_drain.load(std::memory_order_acquire)) {
       while (drain(*this)) drain_until_quiescent();
     }
