@@ -16,7 +16,8 @@
 // Without a code change: MAGPIE_TRACE=frame.json ./app records any program linked with
 // magpie from before main to exit (start() with the default options before main, a
 // write_chrome_json to that file at exit, reported on stderr). A file that cannot be
-// written is reported at start-up and the program runs without a trace. Calls to the API
+// written is reported at start-up and the program runs without a trace; a write that fails
+// at exit (a full disk) is a warning, and the exit status stays the program's. Calls to the API
 // below act on the same recording: stop() ends it early, and a write_chrome_json of the
 // program's own takes what was recorded so far, leaving the rest for the write at exit.
 //
@@ -52,7 +53,7 @@ bool is_recording();
 // write_chrome_json stops recording if it is on, writes what was recorded as Chrome
 // trace-event JSON, and drops it from the buffers once the whole file is written; returns
 // the events written. When the file cannot be opened or fully written (a full disk), that
-// is reported, 0 is returned and the recording is kept: a later call writes it.
+// is reported as a warning, 0 is returned and the recording is kept: a later call writes it.
 std::size_t write_chrome_json(const std::filesystem::path&);
 // clear drops what was recorded (stopping first).
 void clear();

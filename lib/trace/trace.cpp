@@ -284,11 +284,17 @@ namespace {
 // still there when the exit handler runs.
 const std::string* environment_trace_path = nullptr;
 
+// write_environment_trace writes the recording at exit. A failed write is a warning: the
+// program's own work is done and its exit status stays its own; nothing is kept for
+// another try, since none comes.
 void write_environment_trace() {
-  std::size_t events = write_chrome_json(*environment_trace_path);
-  if (events != 0) {
-    std::fprintf(stderr, "magpie: MAGPIE_TRACE: %zu event%s written to %s\n", events, events == 1 ? "" : "s",
-                 environment_trace_path->c_str());
+  detail::tracing::file_written result = detail::tracing::write_recording(*environment_trace_path);
+  if (!result.failure.empty()) {
+    report(diagnostic_kind::misuse, "MAGPIE_TRACE: at exit, " + result.failure + "; no trace was written",
+           severity::warning);
+  } else if (result.events != 0) {
+    std::fprintf(stderr, "magpie: MAGPIE_TRACE: %zu event%s written to %s\n", result.events,
+                 result.events == 1 ? "" : "s", environment_trace_path->c_str());
   }
 }
 

@@ -5,7 +5,9 @@
 #include <magpie/detail/trace_points.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,5 +60,18 @@ void set_thread_role(thread_role role, std::uint32_t index) noexcept;
 
 // role_name writes a track's name for a role into `out`.
 std::string role_name(std::uint32_t role, std::uint32_t number);
+
+// file_written is what write_recording did: the events written, or why the file was not
+// written (`failure` empty when it was).
+struct file_written {
+  std::size_t events = 0;
+  std::string failure;
+};
+
+// write_recording is trace::write_chrome_json without the report: it stops recording,
+// writes the recording to `path`, and drops it from the buffers only once the whole file
+// is written. Its callers word the report: a program's own call can try again, the write
+// at exit (MAGPIE_TRACE) cannot.
+file_written write_recording(const std::filesystem::path& path);
 
 }  // namespace magpie::detail::tracing

@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -362,30 +364,48 @@ class writer {
 
 }  // namespace
 
-std::size_t write_chrome_json(const std::filesystem::path& path) {
-  stop();
+}  // namespace magpie::trace
+
+namespace magpie::detail::tracing {
+
+namespace {
+
+// why_not names the system's reason for the last failed file operation, when it left one.
+std::string why_not(int error) { return error != 0 ? std::string(" (") + std::strerror(error) + ")" : std::string(); }
+
+}  // namespace
+
+file_written write_recording(const std::filesystem::path& path) {
+  trace::stop();
   std::lock_guard hold(export_lock());
-  std::vector<taken> marks;
-  std::vector<track> tracks = copy_events(marks);
-  json events = writer(tracks).events();
+  std::vector<trace::taken> marks;
+  std::vector<trace::track> tracks = trace::copy_events(marks);
+  trace::json events = trace::writer(tracks).events();
+  errno = 0;
   std::ofstream file(path);
-  if (!file) {
-    report(diagnostic_kind::misuse, "trace::write_chrome_json: cannot open '" + path.string() +
-                                        "' for writing; the recording is kept for another try");
-    return 0;
-  }
+  if (!file) return {0, "cannot open '" + path.string() + "' for writing" + why_not(errno)};
   file << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   for (std::size_t i = 0; i < events.size(); ++i) file << events[i].dump() << (i + 1 < events.size() ? ",\n" : "\n");
   file << "]}\n";
   // Checked after the close: a full device fails only when the last of the file is flushed.
   file.close();
-  if (file.fail()) {
-    report(diagnostic_kind::misuse, "trace::write_chrome_json: writing '" + path.string() +
-                                        "' failed; the recording is kept for another try");
-    return 0;
+  if (file.fail()) return {0, "writing '" + path.string() + "' failed" + why_not(errno)};
+  trace::mark_written(marks);
+  return {events.size(), {}};
+}
+
+}  // namespace magpie::detail::tracing
+
+namespace magpie::trace {
+
+std::size_t write_chrome_json(const std::filesystem::path& path) {
+  detail::tracing::file_written result = detail::tracing::write_recording(path);
+  if (!result.failure.empty()) {
+    // A warning: the caller learns it from the 0 returned and may try another path.
+    report(diagnostic_kind::misuse, "trace::write_chrome_json: " + result.failure + "; the recording is kept for another try",
+           severity::warning);
   }
-  mark_written(marks);
-  return events.size();
+  return result.events;
 }
 
 }  // namespace magpie::trace

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs a program linked with magpie that never calls magpie/trace.h, with MAGPIE_TRACE set,
 and checks what it leaves: a Chrome trace-event JSON file holding the program's task
-slices; with a path that cannot be written, a clear report naming the variable and the path,
-and the program's own outcome unchanged; with MAGPIE_TRACE unset or empty, no file.
+slices; with a path that cannot be written, or a device that fails the write at exit
+(/dev/full), a clear report naming the variable and the path, and the program's own output
+and exit status unchanged; with MAGPIE_TRACE unset or empty, no file.
 
     check.py PROGRAM
 """
@@ -49,6 +50,16 @@ def main():
             failures.append(f"with an unwritable MAGPIE_TRACE: exit status {result.returncode}\n{result.stderr}")
         if "MAGPIE_TRACE" not in result.stderr or unwritable not in result.stderr:
             failures.append(f"with an unwritable MAGPIE_TRACE: no report naming it and the path; stderr:\n{result.stderr}")
+
+        if os.path.exists("/dev/full"):  # opens, then every write fails: the failure shows at exit
+            result = run(program, "/dev/full")
+            if result.returncode != 0 or "sum 28" not in result.stdout:
+                failures.append(f"with MAGPIE_TRACE=/dev/full: exit status {result.returncode}, stdout "
+                                f"{result.stdout!r}\n{result.stderr}")
+            if "MAGPIE_TRACE" not in result.stderr or "/dev/full" not in result.stderr or "warning" not in result.stderr:
+                failures.append(f"with MAGPIE_TRACE=/dev/full: no warning naming it and the path; stderr:\n{result.stderr}")
+            if "another try" in result.stderr or "written to" in result.stderr:
+                failures.append(f"with MAGPIE_TRACE=/dev/full: the report promises a write; stderr:\n{result.stderr}")
 
         before = set(os.listdir(folder))
         for trace in (None, ""):
