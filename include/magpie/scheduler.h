@@ -194,8 +194,12 @@ class scheduler {
   // and the destroying thread). Nothing of the scheduler is freed while they can reach it.
   //
   // Destroyed on a thread attached to it as a named thread (a game thread that never
-  // detaches), it detaches that thread after the shutdown: the thread may then attach to
-  // another scheduler, and launches from it go to the default scheduler again.
+  // detaches), it detaches that thread after the shutdown, without a report: the thread
+  // may then attach to another scheduler, and launches from it go to the default scheduler
+  // again. A named thread still attached on another thread cannot be detached from here:
+  // that is reported as misuse. That thread must not touch this scheduler again; its next
+  // current() (which the free launch goes through), current_named_thread() or attach()
+  // detaches it with a warning and answers as for a thread attached to none.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -7,6 +7,9 @@
 #include <magpie/chaos.h>
 #include <magpie/diagnostics.h>
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,6 +42,14 @@ std::string calling_thread_name() {
 namespace {
 
 std::string thread_name(std::uint32_t index) { return named_thread_name(index); }
+
+// attachable_serial[slot] is the serial of the scheduler in that slot while threads may be
+// attached to it, 0 from its destruction on. A thread remembers the serial and slot of the
+// scheduler it attached to (0: none), so that it can tell, without touching the scheduler,
+// that it was destroyed while it stayed attached. Serials are never reused; slots are.
+std::array<std::atomic<std::uint64_t>, 256> attachable_serial{};
+constinit thread_local std::uint64_t attached_serial = 0;
+constinit thread_local std::uint8_t attached_slot = 0;
 
 std::string queue_name(std::uint32_t index, thread_queue queue) {
   return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
@@ -121,7 +132,7 @@ void scheduler::attach(named_thread thread) {
                                         thread_name(thread.index()));
     return;
   }
-  if (context.named >= 0) {
+  if (context.named >= 0 && !drop_dead_attachment()) {
     report(diagnostic_kind::misuse, "scheduler: this thread is already attached as " +
                                         thread_name(static_cast<std::uint32_t>(context.named)));
     return;
@@ -139,6 +150,11 @@ void scheduler::attach(named_thread thread) {
     return;
   }
   detail::attach_context(*impl_, thread.index(), impl_->named[thread.index()].deque);
+  attached_serial = impl_->serial;
+  attached_slot = impl_->slot.index();
+  // relaxed: every attach to this scheduler stores the same value, which its own attacher
+  // reads back; close_attachments' release store is what a later reader must see
+  attachable_serial[attached_slot].store(impl_->serial, std::memory_order_relaxed);
   detail::tracing::set_thread_role(detail::tracing::thread_role::named, thread.index());
   chaos::set_thread_identity(0x10000 + thread.index());
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
@@ -170,6 +186,36 @@ void scheduler::detach() {
   }
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   detail::detach_context();
+  attached_serial = 0;
+}
+
+bool drop_dead_attachment() noexcept {
+  thread_context& context = this_thread_context();
+  if (context.named < 0 || attached_serial == 0) return false;
+  // acquire: pairs with close_attachments' release store
+  if (attachable_serial[attached_slot].load(std::memory_order_acquire) == attached_serial) return false;
+  std::string name = thread_name(static_cast<std::uint32_t>(context.named));
+  detail::detach_context();
+  attached_serial = 0;
+  report(diagnostic_kind::misuse,
+         "scheduler: the " + name + " thread was still attached to a scheduler that has been destroyed; detached "
+         "now (detach a named thread before its scheduler goes)",
+         severity::warning);
+  return true;
+}
+
+void scheduler::impl::close_attachments() {
+  // release: pairs with drop_dead_attachment's acquire load, after which an attached thread
+  // knows this scheduler gone
+  attachable_serial[slot.index()].store(0, std::memory_order_release);
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    // acquire: pairs with attach's exchange (or detach's release store)
+    if (!named[index].attached.load(std::memory_order_acquire)) continue;
+    report(diagnostic_kind::misuse,
+           "scheduler: destroyed on " + calling_thread_name() + " while the " + thread_name(index) +
+               " thread is still attached to it: detach it first; that thread must not touch this scheduler "
+               "again, and its next scheduler::current() or attach() detaches it with a report");
+  }
 }
 
 std::size_t scheduler::process_until_idle(named_thread thread, thread_queue queue) {
@@ -220,7 +266,7 @@ bool scheduler::is_processing(named_thread thread, thread_queue queue) const noe
 
 std::optional<named_thread> scheduler::current_named_thread() noexcept {
   int index = this_thread_context().named;
-  if (index < 0) return std::nullopt;
+  if (index < 0 || drop_dead_attachment()) return std::nullopt;
   return named_thread(static_cast<std::uint32_t>(index));
 }
 

@@ -66,6 +66,7 @@ scheduler::~scheduler() {
   // must not go on naming the freed scheduler (its next launch, another's attach).
   const thread_context& caller = this_thread_context();
   if (caller.owner == impl_.get() && caller.named >= 0) detach();
+  impl_->close_attachments();  // the threads still attached cannot be detached from here
 }
 
 void scheduler::shutdown() { impl_->shutdown(); }
@@ -116,7 +117,14 @@ bool scheduler::try_run_one() {
   return true;
 }
 
-scheduler* scheduler::current() noexcept { return this_thread_context().facade; }
+scheduler* scheduler::current() noexcept {
+  const thread_context& context = this_thread_context();
+  // An attached thread whose scheduler was destroyed without detaching it is detached
+  // here, its first use since, rather than handed the freed scheduler (the free launch,
+  // wait and limiter calls go through here). Other threads pay one comparison.
+  if (context.named >= 0 && drop_dead_attachment()) [[unlikely]] return nullptr;
+  return context.facade;
+}
 
 void scheduler::execute_erased(void (*call)(void*), void* state) {
   thread_context& context = this_thread_context();

@@ -121,6 +121,11 @@ struct named_thread_state {
 // named_thread_name names named thread `index` in reports: "game", "user 3".
 std::string named_thread_name(std::uint32_t index);
 
+// drop_dead_attachment detaches the calling thread, with a report, when it is still
+// attached to a scheduler since destroyed, and says whether it did. Cold: asked only on a
+// thread whose context names a named thread.
+bool drop_dead_attachment() noexcept;
+
 // calling_thread_name names the calling thread in reports: "the game thread", "worker 2",
 // "thread 140213" (a thread of no scheduler).
 std::string calling_thread_name();
@@ -348,6 +353,11 @@ struct scheduler::impl {
   detail::work_stealing_deque<work_item*>* lend_deque_slowly() noexcept;
   detail::work_stealing_deque<work_item*>* lend_new_deque() noexcept;
   void discard_stranded_named_work();
+  // close_attachments, in the destructor once the destroying thread is detached: reports
+  // each named thread still attached (on another thread) and marks this scheduler gone to
+  // it, so that the thread's next current() or attach() detaches it with a report instead
+  // of using the freed scheduler (lib/scheduler/named_thread.cpp).
+  void close_attachments();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.
   bool run_one_named_item(std::uint32_t index);
