@@ -768,7 +768,11 @@ TEST_CASE("scheduler: a task behind work stranded on a named thread is reported 
       CHECK(each.kind == magpie::diagnostic_kind::never_ran);
       CHECK(each.message.find("outside") == std::string::npos);
       if (each.message.find("'stranded draw'") != std::string::npos) stranded_reported = true;
-      if (each.message.find("'after the draw'") != std::string::npos) behind_reported = true;
+      if (each.message.find("'after the draw'") != std::string::npos) {
+        behind_reported = true;
+        // It names what it waited for, and where that was stranded.
+        CHECK(each.message.find("'stranded draw' queued on render") != std::string::npos);
+      }
     }
     CHECK(stranded_reported);
     CHECK(behind_reported);

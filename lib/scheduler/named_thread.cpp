@@ -288,20 +288,19 @@ bool scheduler::impl::run_one_named_item(std::uint32_t index) {
 }
 
 void scheduler::impl::discard_stranded_named_work() {
-  detail::discarding_stranded_work = true;  // see discard_late_work
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
     for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
       named_queue& source = named[index].queues[static_cast<std::size_t>(queue)];
       while (work_item* item = pop_next(source)) {
-        std::string name = item->name;  // the handler may free the item
-        if (item->handler(item, detail::work_action::discard)) {
-          report(diagnostic_kind::never_ran, "scheduler: '" + name + "' queued on " + queue_name(index, queue) +
-                                                 " never ran: the scheduler shut down");
-        }
+        // Named before the discard (the handler may free the item), for what it makes ready.
+        const std::string stranded = "'" + std::string(item->name) + "' queued on " + queue_name(index, queue);
+        detail::discarding_stranded_work = &stranded;  // see discard_late_work
+        bool was_work = item->handler(item, detail::work_action::discard);
+        detail::discarding_stranded_work = nullptr;
+        if (was_work) report(diagnostic_kind::never_ran, "scheduler: " + stranded + " never ran: the scheduler shut down");
       }
     }
   }
-  detail::discarding_stranded_work = false;
 }
 
 }  // namespace magpie

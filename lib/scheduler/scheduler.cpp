@@ -111,15 +111,15 @@ namespace {
 
 }  // namespace
 
-constinit thread_local bool detail::discarding_stranded_work = false;
+constinit thread_local const std::string* detail::discarding_stranded_work = nullptr;
 
 // Out of line and cold: schedule() stays a leaf-like function with a small frame.
 [[gnu::cold, gnu::noinline]] void detail::discard_late_work(work_item* item, const char* where) {
   std::string name = item->name;  // the handler may free the item
-  if (discarding_stranded_work) {
+  if (const std::string* stranded = discarding_stranded_work) {
     if (item->handler(item, detail::work_action::discard)) {
-      report(diagnostic_kind::never_ran, "scheduler: '" + name +
-                                             "' never ran: what it waited for was discarded at shutdown");
+      report(diagnostic_kind::never_ran, "scheduler: '" + name + "' never ran: it was launched before shutdown "
+                                             "behind " + *stranded + ", which was discarded at shutdown");
     }
     return;
   }

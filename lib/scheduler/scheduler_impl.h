@@ -401,9 +401,11 @@ struct scheduler::impl {
 
 namespace detail {
 // Set on the thread that discards the work stranded in named-thread queues at shutdown,
-// while it does: what that makes ready (tasks launched behind it before shutdown) never
-// runs, and is reported as such rather than as a late launch (discard_late_work).
-extern constinit thread_local bool discarding_stranded_work;
+// while it discards one item: that item and where it was queued ("'draw' queued on render
+// (main queue)"). What discarding it makes ready (tasks launched behind it before
+// shutdown) never runs, and is reported as such, naming it, rather than as a late launch
+// (discard_late_work).
+extern constinit thread_local const std::string* discarding_stranded_work;
 
 // discard_late_work reports and discards `item`, scheduled after shutdown began: as never
 // run when discarding stranded work made it ready, else as a launch from outside (onto
