@@ -417,53 +417,76 @@ TEST_CASE("named_thread: a scheduler destroyed on its own attached thread detach
 
 TEST_CASE("named_thread: a thread still attached when its scheduler is destroyed is reported, and detached at its next use") {
   // The render thread stays attached while another thread destroys the scheduler; it cannot
-  // be detached from there. The destruction reports it, and the render thread's next look
-  // at its scheduler detaches it with a report instead of handing out the freed one.
-  for (unsigned workers : worker_counts) {
-    CAPTURE(workers);
-    diagnostic_recorder recorder;
-    auto first = std::make_unique<scheduler>(options_with(workers));
-    scheduler second(options_with(workers));  // made first: it cannot take the freed one's address
-    std::atomic<int> stage{0};                // 1: render attached; 2: first destroyed
-    bool gone_after = false;
-    bool unnamed_after = false;
-    bool second_attached = false;
-    int bound_result = 0;
-    std::thread render([&] {
-      first->attach(named_thread::render);
-      stage.store(1);
+  // be detached from there. The destruction reports it, and the render thread's next use of
+  // its context (a look at its scheduler, which the free launch makes; an attach; a wait)
+  // detaches it with a report instead of handing out, or reading, the freed scheduler.
+  enum class next_use { current, attach, wait };
+  for (next_use use : {next_use::current, next_use::attach, next_use::wait}) {
+    for (unsigned workers : worker_counts) {
+      CAPTURE(static_cast<int>(use));
+      CAPTURE(workers);
+      diagnostic_recorder recorder;
+      auto first = std::make_unique<scheduler>(options_with(workers));
+      scheduler second(options_with(workers));  // made first: it cannot take the freed one's address
+      std::atomic<int> stage{0};                // 1: render attached; 2: first destroyed
+      bool gone_after = false;
+      bool unnamed_after = false;
+      bool second_attached = false;
+      int bound_result = 0;
+      std::thread render([&] {
+        first->attach(named_thread::render);
+        stage.store(1);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (stage.load() != 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        if (stage.load() != 2) return;
+        if (use == next_use::current) {
+          gone_after = scheduler::current() == nullptr;  // compared, never followed
+        } else if (use == next_use::attach) {
+          second.attach(named_thread::render);
+          gone_after = scheduler::current() == &second;
+          second.detach();
+        } else {
+          // Behind an event triggered later: the wait cannot run it at once, so it takes
+          // the waiting path, which reads the waiting named thread's own queues.
+          magpie::task_event gate("gate", second);
+          magpie::task<int> elsewhere = second.launch("elsewhere", [] { return 1; }, gate);
+          std::thread opener([gate]() mutable {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            gate.trigger();
+          });
+          gone_after = elsewhere.get_result() == 1;
+          opener.join();
+        }
+        unnamed_after = !scheduler::current_named_thread().has_value();
+        second.attach(named_thread::render);
+        second_attached = scheduler::current() == &second;
+        if (!second_attached) return;  // the thread still names the freed scheduler: touch nothing
+        magpie::task<int> bound =
+            second.launch("bound to render", [] { return 7; }, magpie::on_thread(named_thread::render));
+        second.process_until_idle(named_thread::render);
+        bound_result = bound.is_completed() ? bound.get_result() : -1;
+        second.detach();
+      });
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (stage.load() != 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-      if (stage.load() != 2) return;
-      gone_after = scheduler::current() == nullptr;  // compared, never followed
-      unnamed_after = !scheduler::current_named_thread().has_value();
-      second.attach(named_thread::render);
-      second_attached = scheduler::current() == &second;
-      if (!second_attached) return;  // the thread still names the freed scheduler: touch nothing
-      magpie::task<int> bound = second.launch("bound to render", [] { return 7; }, magpie::on_thread(named_thread::render));
-      second.process_until_idle(named_thread::render);
-      bound_result = bound.is_completed() ? bound.get_result() : -1;
-      second.detach();
-    });
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (stage.load() != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-    REQUIRE(stage.load() == 1);
-    first.reset();
-    CHECK(recorder.count_naming("still attached") == 1);
-    CHECK(recorder.count_naming("render") == 1);
-    stage.store(2);
-    render.join();
-    CHECK(gone_after);
-    CHECK(unnamed_after);
-    CHECK(second_attached);
-    CHECK(bound_result == 7);
-    auto reports = recorder.reports();
-    REQUIRE(reports.size() == 2);
-    CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
-    CHECK(reports[0].severity == magpie::severity::error);
-    CHECK(reports[1].kind == magpie::diagnostic_kind::misuse);
-    CHECK(reports[1].message.find("render") != std::string::npos);
-    CHECK(reports[1].message.find("destroyed") != std::string::npos);
+      while (stage.load() != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      REQUIRE(stage.load() == 1);
+      first.reset();
+      CHECK(recorder.count_naming("still attached") == 1);
+      CHECK(recorder.count_naming("render") == 1);
+      stage.store(2);
+      render.join();
+      CHECK(gone_after);
+      CHECK(unnamed_after);
+      CHECK(second_attached);
+      CHECK(bound_result == 7);
+      auto reports = recorder.reports();
+      REQUIRE(reports.size() == 2);
+      CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+      CHECK(reports[0].severity == magpie::severity::error);
+      CHECK(reports[1].kind == magpie::diagnostic_kind::misuse);
+      CHECK(reports[1].message.find("render") != std::string::npos);
+      CHECK(reports[1].message.find("destroyed") != std::string::npos);
+    }
   }
 }
 

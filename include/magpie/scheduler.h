@@ -198,8 +198,8 @@ class scheduler {
   // may then attach to another scheduler, and launches from it go to the default scheduler
   // again. A named thread still attached on another thread cannot be detached from here:
   // that is reported as misuse. That thread must not touch this scheduler again; its next
-  // current() (which the free launch goes through), current_named_thread() or attach()
-  // detaches it with a warning and answers as for a thread attached to none.
+  // current() (which the free launch goes through), current_named_thread(), attach() or
+  // blocking wait detaches it with a warning and goes on as a thread attached to none.
   ~scheduler();
 
   scheduler(const scheduler&) = delete;

@@ -214,7 +214,7 @@ void scheduler::impl::close_attachments() {
     report(diagnostic_kind::misuse,
            "scheduler: destroyed on " + calling_thread_name() + " while the " + thread_name(index) +
                " thread is still attached to it: detach it first; that thread must not touch this scheduler "
-               "again, and its next scheduler::current() or attach() detaches it with a report");
+               "again, and its next scheduler::current(), attach() or wait detaches it with a report");
   }
 }
 

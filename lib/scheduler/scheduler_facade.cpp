@@ -119,11 +119,12 @@ bool scheduler::try_run_one() {
 
 scheduler* scheduler::current() noexcept {
   const thread_context& context = this_thread_context();
+  scheduler* facade = context.facade;  // read first: one look at the thread's context
   // An attached thread whose scheduler was destroyed without detaching it is detached
-  // here, its first use since, rather than handed the freed scheduler (the free launch,
-  // wait and limiter calls go through here). Other threads pay one comparison.
+  // here, its first use since, rather than handed the freed scheduler (the free launch and
+  // the limiter go through here). Other threads pay one comparison.
   if (context.named >= 0 && drop_dead_attachment()) [[unlikely]] return nullptr;
-  return context.facade;
+  return facade;
 }
 
 void scheduler::execute_erased(void (*call)(void*), void* state) {

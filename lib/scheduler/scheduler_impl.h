@@ -355,8 +355,8 @@ struct scheduler::impl {
   void discard_stranded_named_work();
   // close_attachments, in the destructor once the destroying thread is detached: reports
   // each named thread still attached (on another thread) and marks this scheduler gone to
-  // it, so that the thread's next current() or attach() detaches it with a report instead
-  // of using the freed scheduler (lib/scheduler/named_thread.cpp).
+  // it, so that the thread's next current(), attach() or wait detaches it with a report
+  // instead of using the freed scheduler (lib/scheduler/named_thread.cpp).
   void close_attachments();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.

@@ -53,7 +53,11 @@ enum class waiter_role : std::uint8_t { pool_worker, named_thread, outside };
 
 class waiter_policy {
  public:
-  waiter_policy() noexcept : context_(this_thread_context()) {}
+  waiter_policy() noexcept : context_(this_thread_context()) {
+    // A thread left attached to a scheduler since destroyed is detached, with a report,
+    // before the wait reads that scheduler's queues.
+    if (context_.named >= 0) drop_dead_attachment();
+  }
 
   // role is who waits, read afresh each time: a body the wait runs may attach or detach.
   waiter_role role() const noexcept {
