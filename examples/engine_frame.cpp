@@ -177,10 +177,15 @@ int main(int argc, char** argv) {
   }
 
   auto stats = game.ticks().last_frame_stats();
-  std::printf("%d actors, %zu tick functions, %d frames on %u workers + the game thread: %.3f ms\n", actor_count,
-              game.ticks().registered_count(), frame_count, pool.worker_count(), example::seconds_since(started) * 1e3);
-  std::printf("last frame: %zu ticks in %zu tasks (%zu batches), schedule %s\n", stats.ticks_run,
-              stats.tasks_launched, stats.batches, stats.schedule_rebuilt ? "rebuilt" : "reused");
+  std::size_t tick_functions = game.ticks().registered_count();
+  std::printf("%d actor%s, %zu tick function%s, %d frame%s on %u worker%s + the game thread: %.3f ms\n", actor_count,
+              example::plural_suffix(actor_count), tick_functions, example::plural_suffix(static_cast<long long>(tick_functions)),
+              frame_count, example::plural_suffix(frame_count), pool.worker_count(), example::plural_suffix(pool.worker_count()),
+              example::seconds_since(started) * 1e3);
+  std::printf("last frame: %zu tick%s in %zu task%s (%zu batch%s), schedule %s\n", stats.ticks_run,
+              example::plural_suffix(static_cast<long long>(stats.ticks_run)), stats.tasks_launched,
+              example::plural_suffix(static_cast<long long>(stats.tasks_launched)), stats.batches,
+              stats.batches == 1 ? "" : "es", stats.schedule_rebuilt ? "rebuilt" : "reused");
   std::printf("last frame: %.1f us, lower bound %.1f us (game thread %.1f us, any thread %.1f us): efficiency %.2f\n",
               stats.frame_seconds * 1e6, stats.lower_bound_seconds * 1e6, stats.game_thread_seconds * 1e6,
               stats.any_thread_seconds * 1e6, stats.efficiency);

@@ -46,6 +46,10 @@ auto run_on(magpie::scheduler& pool, Work&& work) {
   return pool.execute(std::forward<Work>(work));
 }
 
+// plural_suffix is "s" unless `count` is 1, for counts printed with their noun: "1 worker",
+// "2 workers".
+inline const char* plural_suffix(long long count) { return count == 1 ? "" : "s"; }
+
 // seconds_since is the time from `start` to now, in seconds.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

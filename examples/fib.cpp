@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     long children = forks(n, cutoffs[0]);
     std::printf("fib(%d) = %ld (%s), cut-off %s, %u thread%s: %.3f ms; serial %.3f ms\n", n, run.answer,
                 right ? "matches the serial answer" : "WRONG", cutoff_label(cutoffs[0]).c_str(), compared[0],
-                compared[0] == 1 ? "" : "s", run.parallel_seconds * 1e3, run.serial_seconds * 1e3);
+                example::plural_suffix(compared[0]), run.parallel_seconds * 1e3, run.serial_seconds * 1e3);
     if (children > 0 && compared[0] == 1) {  // on one thread, the difference is what the forks cost
       std::printf("%ld forks: %.1f ns per fork over the serial run\n", children,
                   (run.parallel_seconds - run.serial_seconds) * 1e9 / static_cast<double>(children));
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
       millis[row][column] = median(times);
     }
   }
-  std::printf("fib(%d): time over the serial function's, median of %d pairs (ms in brackets)\n\n| cut-off |", n,
-              repeats);
-  for (unsigned count : compared) std::printf(" %u thread%s |", count, count == 1 ? "" : "s");
+  std::printf("fib(%d): time over the serial function's, median of %d pair%s (ms in brackets)\n\n| cut-off |", n,
+              repeats, example::plural_suffix(repeats));
+  for (unsigned count : compared) std::printf(" %u thread%s |", count, example::plural_suffix(count));
   std::printf("\n|---|");
   for (std::size_t column = 0; column < compared.size(); ++column) std::printf("---|");
   std::printf("\n");

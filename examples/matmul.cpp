@@ -62,6 +62,6 @@ int main(int argc, char** argv) {
   bool right = parallel_done && serial_done && c == expected;
   std::printf("%zu×%zu matrix multiply (%s): %.3f ms on %u thread%s; serial %.3f ms\n", n, n,
               right ? "matches the serial product" : "WRONG", parallel_seconds * 1e3, threads,
-              threads == 1 ? "" : "s", serial_seconds * 1e3);
+              example::plural_suffix(threads), serial_seconds * 1e3);
   return right ? EXIT_SUCCESS : EXIT_FAILURE;
 }

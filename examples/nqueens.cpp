@@ -33,7 +33,8 @@ long serial_count(std::array<int, max_n> columns, int row, int n) {
 }
 
 long parallel_count(std::array<int, max_n> columns, int row, int n) {
-  if (row >= 3) return serial_count(columns, row, n);  // tasks for the first three rows only
+  // Tasks for the first three rows only; a board of fewer rows is complete before that.
+  if (row >= 3 || row == n) return serial_count(columns, row, n);
   std::atomic<long> total{0};
   magpie::task_group group;
   for (int column = 0; column < n; ++column) {
@@ -61,8 +62,8 @@ int main(int argc, char** argv) {
       example::timed([&] { return example::run_on(*pool, [n] { return parallel_count({}, 0, n); }); });
   auto [expected, serial_seconds] = example::timed([&] { return serial_count({}, 0, n); });
   bool right = solutions == expected && solutions == known[n];
-  std::printf("%d queens: %ld solutions (%s): %.3f ms on %u thread%s; serial %.3f ms\n", n, solutions,
-              right ? "matches the serial search" : "WRONG", parallel_seconds * 1e3, threads,
-              threads == 1 ? "" : "s", serial_seconds * 1e3);
+  std::printf("%d queen%s: %ld solution%s (%s): %.3f ms on %u thread%s; serial %.3f ms\n", n, example::plural_suffix(n),
+              solutions, example::plural_suffix(solutions), right ? "matches the serial search" : "WRONG",
+              parallel_seconds * 1e3, threads, example::plural_suffix(threads), serial_seconds * 1e3);
   return right ? EXIT_SUCCESS : EXIT_FAILURE;
 }

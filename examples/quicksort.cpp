@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
     });
   });
   bool sorted = serial_done && parallel_done && values == expected;
-  std::printf("sorted %zu integers (%s): %.3f ms on %u thread%s; std::sort %.3f ms\n", count,
-              sorted ? "matches std::sort" : "WRONG", parallel_seconds * 1e3, threads, threads == 1 ? "" : "s",
-              serial_seconds * 1e3);
+  std::printf("sorted %zu integer%s (%s): %.3f ms on %u thread%s; std::sort %.3f ms\n", count,
+              example::plural_suffix(static_cast<long long>(count)), sorted ? "matches std::sort" : "WRONG",
+              parallel_seconds * 1e3, threads, example::plural_suffix(threads), serial_seconds * 1e3);
   return sorted ? EXIT_SUCCESS : EXIT_FAILURE;
 }

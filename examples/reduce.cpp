@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   bool right = sum == serial_sum && sum == closed_form && largest == serial_largest;
   std::printf("sum of the squares of 0..%zu = %s (%s): %.3f ms on %u thread%s; serial %.3f ms\n", count - 1,
               to_decimal(sum).c_str(), sum == serial_sum && sum == closed_form ? "matches the serial sum and n(n-1)(2n-1)/6" : "WRONG",
-              parallel_seconds * 1e3, threads, threads == 1 ? "" : "s", serial_seconds * 1e3);
-  std::printf("largest of %zu values = %d (%s): %.3f ms\n", count, largest,
+              parallel_seconds * 1e3, threads, example::plural_suffix(threads), serial_seconds * 1e3);
+  std::printf("largest of %zu value%s = %d (%s): %.3f ms\n", count, example::plural_suffix(static_cast<long long>(count)), largest,
               largest == serial_largest ? "matches the serial maximum" : "WRONG", largest_seconds * 1e3);
   return right ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -223,8 +223,8 @@ int main(int argc, char** argv) {
   graph.request_return(named_threads::actual_rendering_thread);
   render.join();
   pool.detach();
-  std::printf("%d frames of %zu entities: both versions agree (%d bounces, energy %ld): %.3f ms on %u thread%s + the render thread\n",
-              frames, entities, collisions, std::lround(energy(world)), example::seconds_since(started) * 1e3, threads,
-              threads == 1 ? "" : "s");
+  std::printf("%d frame%s of %zu entit%s: both versions agree (%d bounce%s, energy %ld): %.3f ms on %u thread%s + the render thread\n",
+              frames, example::plural_suffix(frames), entities, entities == 1 ? "y" : "ies", collisions, example::plural_suffix(collisions),
+              std::lround(energy(world)), example::seconds_since(started) * 1e3, threads, example::plural_suffix(threads));
   return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the API reference from the public headers with Doxygen (docs/Doxyfile): README.md
-# is its main page and the pages of docs/ its chapters. Fails, listing them, on any warning
-# (an undocumented public name, a broken link or reference).
+# is its main page, the pages of docs/ and CHANGELOG.md its chapters. Fails, listing them,
+# on any warning (an undocumented public name, a broken link or reference).
 #   tools/docs.sh                  into build/docs/html (index.html)
 #   MAGPIE_DOCS_DIR=out tools/docs.sh
 set -euo pipefail

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# install-check.sh <build dir> [route...]: builds and runs test/install/consumer.cpp, a first
-# program, through each documented way of using magpie:
+# install-check.sh <build dir> [route...]: builds and runs test/install/consumer.cpp and the
+# README's first program (checking that it prints what the README says) through each
+# documented way of using magpie:
 #   package          meson install of <build dir> into a scratch prefix, then CMake's
 #                    find_package(magpie)
 #   pkg-config       the same install, then `c++ $(pkg-config --cflags --libs magpie)`, with
@@ -25,6 +26,28 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$scratch
 fi
 
+# The README's first program and the line it says the program prints.
+python3 - "$root/README.md" "$scratch/first_program.cpp" "$scratch/first_program.expected" <<'PY'
+import re, sys
+readme = open(sys.argv[1]).read()
+section = readme.split("## A first program", 1)[1]
+program = re.search(r"```cpp\n(.*?)```", section, re.S)
+printed = re.search(r"It prints `([^`]*)`", section)
+if not program or not printed:
+    sys.exit("install check: README.md has no first program, or no 'It prints `...`' after it")
+open(sys.argv[2], "w").write(program.group(1))
+open(sys.argv[3], "w").write(printed.group(1) + "\n")
+PY
+first_program_prints() {  # first_program_prints <executable>: runs it, compares with the README
+  local printed
+  printed=$("$@")
+  if [ "$printed" != "$(cat "$scratch/first_program.expected")" ]; then
+    echo "install check: the README's first program printed '$printed', not '$(cat "$scratch/first_program.expected")'" >&2
+    exit 1
+  fi
+  echo "first program: $printed"
+}
+
 prefix=
 install_once() {  # meson install of the build into $scratch/root, once
   [ -n "$prefix" ] && return
@@ -38,9 +61,10 @@ install_once() {  # meson install of the build into $scratch/root, once
 cmake_consumer() {  # cmake_consumer <route> <cmake args...>
   local route=$1; shift
   cmake -S "$root/test/install" -B "$scratch/cmake-$route" -DCMAKE_BUILD_TYPE=Release \
-    "-DMAGPIE_ROUTE=$route" "${cmake_launcher[@]}" "$@" >/dev/null
+    "-DMAGPIE_ROUTE=$route" "-DMAGPIE_FIRST_PROGRAM=$scratch/first_program.cpp" "${cmake_launcher[@]}" "$@" >/dev/null
   cmake --build "$scratch/cmake-$route" -j "$jobs" >/dev/null
   "$scratch/cmake-$route/consumer"
+  first_program_prints "$scratch/cmake-$route/first_program"
 }
 
 for route in "${routes[@]}"; do
@@ -57,11 +81,17 @@ for route in "${routes[@]}"; do
       c++ "$root/test/install/consumer.cpp" -o "$scratch/pkg-consumer" \
         $(PKG_CONFIG_LIBDIR="$libdir/pkgconfig" pkg-config --define-variable=prefix="$prefix" \
           --cflags --libs magpie)
-      LD_LIBRARY_PATH="$libdir" "$scratch/pkg-consumer" ;;
+      LD_LIBRARY_PATH="$libdir" "$scratch/pkg-consumer"
+      # shellcheck disable=SC2046
+      c++ "$scratch/first_program.cpp" -o "$scratch/pkg-first-program" \
+        $(PKG_CONFIG_LIBDIR="$libdir/pkgconfig" pkg-config --define-variable=prefix="$prefix" \
+          --cflags --libs magpie)
+      first_program_prints "$scratch/pkg-first-program" ;;
     meson-subproject)
       consumer=$scratch/meson-consumer
       mkdir -p "$consumer/subprojects"
-      cp "$root/test/install/meson_subproject/meson.build" "$root/test/install/consumer.cpp" "$consumer/"
+      cp "$root/test/install/meson_subproject/meson.build" "$root/test/install/consumer.cpp" \
+        "$scratch/first_program.cpp" "$consumer/"
       ln -s "$root" "$consumer/subprojects/magpie"
       meson setup "$consumer/build" "$consumer" --buildtype=release >/dev/null
       # Plain ninja, as a consumer runs it: builds magpie's library and nothing else of it.
@@ -69,7 +99,8 @@ for route in "${routes[@]}"; do
       if [ -n "$(find "$consumer/build/subprojects" -path '*/test/*' -o -path '*/bench/*' -o -path '*/examples/*' | head -n 1)" ]; then
         echo "install check: the subproject built magpie's tests, benchmarks or examples" >&2; exit 1
       fi
-      "$consumer/build/consumer" ;;
+      "$consumer/build/consumer"
+      first_program_prints "$consumer/build/first_program" ;;
     add-subdirectory)
       cmake_consumer add_subdirectory -DMAGPIE_SOURCE_DIR="$root" ;;
     fetchcontent)
