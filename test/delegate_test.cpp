@@ -81,7 +81,7 @@ TEST_CASE("delegate: unbind and rebinding replace the callable") {
 
 TEST_CASE("delegate: a callee may rebind, unbind, reassign or destroy its own delegate while it runs") {
   // Each callee reads its by-value captures after replacing itself: they must still be alive
-  // (ASan reported a heap-use-after-free here). The string is too long for small-string
+  // (reading them after a free is a heap-use-after-free). The string is too long for small-string
   // storage, so its characters live on the heap too.
   const std::string words = "captured by value, long enough to live on the heap";
 

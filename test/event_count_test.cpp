@@ -305,8 +305,8 @@ TEST_CASE("event_count: waiters of different conditions, woken by notify_all, al
   // every 20 µs and announce themselves again, so late waiters keep arriving just after a
   // broadcast. The setter sets one flag, broadcasts, and waits for that waiter's answer
   // before the next, so no later broadcast can rescue a waiter whose wake-up another took:
-  // it would sleep forever, and the watchdog names this test. (A notify_all that granted
-  // signals anyone could take hung here.)
+  // it would sleep forever, and the watchdog names this test. (A notify_all whose signals
+  // any waiter could take would strand a waiter here.)
   constexpr int waiters = 6;
   constexpr int rounds = 200;
   for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {

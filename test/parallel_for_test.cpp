@@ -237,9 +237,9 @@ std::uint64_t skynet(std::uint64_t number, std::uint64_t size) {
 
 TEST_CASE("parallel_for stress: deeply nested loops finish when joiners reach the nesting bound" *
           doctest::test_suite("stress")) {
-  // Once hung: a standby worker (it has no deque) nested 64 joins deep put its loop's
-  // batches on the shared queue, where at that depth it could not take them back, and
-  // every other thread slept in a join. Such a thread now keeps its batches to itself.
+  // A standby worker (it has no deque) nested 64 joins deep keeps its loop's batches to
+  // itself: on the shared queue, at that depth, it could not take them back while every
+  // other thread slept in a join.
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
     for (unsigned workers : {1u, 2u}) {
       CAPTURE(workers);
