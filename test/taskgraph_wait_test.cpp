@@ -248,6 +248,66 @@ TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts
   }
 }
 
+// Unreal's render thread waiting for a game-thread task while nobody has attached as the
+// game thread: the wait processes the render thread's own queue and could go on for ever.
+// It is reported as it begins, naming the task and both threads; it still completes once
+// a thread attaches as the game thread and runs its queue.
+TEST_CASE("taskgraph: a named thread's wait for work bound to a named thread nobody attached is reported at once") {
+  for (unsigned workers : test::worker_counts) {
+    for (bool batch : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(batch);
+      no_leaks leaks;
+      diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      std::atomic<int> runs{0};
+      graph_event_ref on_game = pool.execute([&] {
+        return function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "needs the game thread", nullptr,
+                                                                   named_threads::game_thread);
+      });
+      std::atomic<bool> waited{false};
+      std::thread render([&] {
+        attached_as as_render(pool, named_thread::render);
+        if (batch) {
+          graph_event_array both{function_graph_task::create_and_dispatch_when_ready([] {}, "any thread"), on_game};
+          graph.wait_until_tasks_complete(both, named_threads::actual_rendering_thread);
+        } else {
+          graph.wait_until_task_completes(on_game, named_threads::actual_rendering_thread);
+        }
+        waited = true;
+      });
+      // At once: long before a watchdog or a stall report would speak.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (recorder.count_naming("needs the game thread") == 0 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      // Checked, not required: the waiter must be released below whatever was seen.
+      const std::vector<diagnostic_recorder::entry> seen = recorder.reports();
+      CHECK(seen.size() == 1);
+      for (const diagnostic_recorder::entry& each : seen) {
+        CHECK(each.kind == diagnostic_kind::misuse);
+        CHECK(each.message.find("needs the game thread") != std::string::npos);  // the task
+        CHECK(each.message.find("game") != std::string::npos);                   // the thread it needs
+        CHECK(each.message.find("render") != std::string::npos);                 // the thread waiting
+      }
+      CHECK_FALSE(waited.load());
+      {
+        attached_as game(pool, named_thread::game);  // the wait ends once the game thread runs its queue
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!waited.load() && std::chrono::steady_clock::now() < deadline) {
+          graph.process_thread_until_idle(named_threads::game_thread);
+          std::this_thread::yield();
+        }
+      }
+      CHECK(waited.load());
+      render.join();
+      CHECK(runs.load() == 1);
+      CHECK(recorder.count() == 1);
+    }
+  }
+}
+
 // A batch waited for from the game thread, with one task held running: the wait takes back
 // the newest part a chunk at a time, so the held one may lie in the newest chunk, on a
 // chunk's edge, among the oldest (on a worker), or be the only one. The wait returns only
