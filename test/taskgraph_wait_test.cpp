@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace magpie;
@@ -244,6 +245,79 @@ TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts
       CHECK(graph.process_thread_until_idle(named_threads::game_thread) == 1);
       CHECK(later_runs.load() == 1);
       CHECK(recorder.count() == 0);
+    }
+  }
+}
+
+// Unreal's render thread (or a thread of no name) waiting for a game-thread task while
+// nobody has attached as the game thread: the render thread's wait processes its own queue,
+// the other blocks, and either could go on for ever. It is reported as it blocks, naming
+// the task and the threads; it still completes once a thread attaches as the game thread
+// and runs its queue.
+TEST_CASE("taskgraph: a wait for work bound to a named thread nobody attached is reported at once") {
+  for (unsigned workers : test::worker_counts) {
+    for (auto [batch, named_waiter] : {std::pair{false, true}, {true, true}, {false, false}, {true, false}}) {
+      CAPTURE(workers);
+      CAPTURE(batch);
+      CAPTURE(named_waiter);
+      no_leaks leaks;
+      diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      task_graph_interface graph(pool);
+      std::atomic<int> runs{0};
+      graph_event_ref on_game = pool.execute([&] {
+        return function_graph_task::create_and_dispatch_when_ready([&] { ++runs; }, "needs the game thread", nullptr,
+                                                                   named_threads::game_thread);
+      });
+      std::atomic<bool> waited{false};
+      std::thread waiter([&] {
+        if (!named_waiter) {
+          if (batch) {
+            graph_event_array both{pool.execute([] { return function_graph_task::create_and_dispatch_when_ready([] {}, "any"); }),
+                                   on_game};
+            graph.wait_until_tasks_complete(both);
+          } else {
+            on_game->wait();
+          }
+          waited = true;
+          return;
+        }
+        attached_as as_render(pool, named_thread::render);
+        if (batch) {
+          graph_event_array both{function_graph_task::create_and_dispatch_when_ready([] {}, "any thread"), on_game};
+          graph.wait_until_tasks_complete(both, named_threads::actual_rendering_thread);
+        } else {
+          graph.wait_until_task_completes(on_game, named_threads::actual_rendering_thread);
+        }
+        waited = true;
+      });
+      // At once: long before a watchdog or a stall report would speak.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (recorder.count_naming("needs the game thread") == 0 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      // Checked, not required: the waiter must be released below whatever was seen.
+      const std::vector<diagnostic_recorder::entry> seen = recorder.reports();
+      CHECK(seen.size() == 1);
+      for (const diagnostic_recorder::entry& each : seen) {
+        CHECK(each.kind == diagnostic_kind::misuse);
+        CHECK(each.message.find("needs the game thread") != std::string::npos);  // the task
+        CHECK(each.message.find("game") != std::string::npos);                   // the thread it needs
+        if (named_waiter) CHECK(each.message.find("render") != std::string::npos);  // the thread waiting
+      }
+      CHECK_FALSE(waited.load());
+      {
+        attached_as game(pool, named_thread::game);  // the wait ends once the game thread runs its queue
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!waited.load() && std::chrono::steady_clock::now() < deadline) {
+          graph.process_thread_until_idle(named_threads::game_thread);
+          std::this_thread::yield();
+        }
+      }
+      CHECK(waited.load());
+      waiter.join();
+      CHECK(runs.load() == 1);
+      CHECK(recorder.count() == 1);
     }
   }
 }

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -55,6 +57,27 @@ class gate {
 
 void wait_for(const std::function<bool()>& done) {
   while (!done()) std::this_thread::yield();
+}
+
+// threads_named counts the process's threads whose name begins with `prefix`.
+std::size_t threads_named(const std::string& prefix) {
+  std::size_t found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name.rfind(prefix, 0) == 0) ++found;
+  }
+  return found;
+}
+
+// wait_until waits at most 10 s for `done` and says whether it came.
+bool wait_until(const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 }  // namespace
@@ -261,19 +284,61 @@ TEST_CASE("thread_pool: create from one of the pool's own threads is reported, a
   CHECK(pool.get_num_threads() == 0);
 }
 
-TEST_CASE("thread_pool stress: a pool destroyed by one of its own threads is reported and left running, its state untouched" *
+TEST_CASE("thread_pool: destroyed on one of its own threads, the pool runs what is queued, then its threads end") {
+  diagnostic_recorder recorder;
+  auto* pool = new queued_thread_pool();
+  REQUIRE(pool->create(2, 0, "orphaned"));
+  CHECK(threads_named("orphaned ") == 2);
+  gate held;
+  gate delete_now;
+  std::atomic<int> started{0};
+  counted_work holder([&] {
+    ++started;
+    held.pass();
+  });
+  counted_work deleter([&] {
+    ++started;
+    delete_now.pass();
+    delete pool;  // not joined here: this thread cannot join itself
+  });
+  pool->add_queued_work(&holder);
+  pool->add_queued_work(&deleter);
+  REQUIRE(wait_until([&] { return started.load() == 2; }));
+  counted_work queued;  // both threads are busy: it waits in the queue
+  pool->add_queued_work(&queued);
+  delete_now.open();
+  REQUIRE(wait_until([&] { return deleter.ran.load() == 1; }));
+  held.open();
+  CHECK(wait_until([&] { return queued.ran.load() == 1 && holder.ran.load() == 1; }));  // their last touches
+  CHECK(queued.abandoned.load() == 0);
+  // Then, with nobody left to give them work, the threads end (the last frees the state).
+  CHECK(wait_until([&] { return threads_named("orphaned ") == 0; }));
+  REQUIRE(recorder.count() == 1);
+  const std::string message = recorder.reports()[0].message;
+  CHECK(message.find("~queued_thread_pool called from one of its own threads") != std::string::npos);
+  CHECK(message.find("'orphaned'") != std::string::npos);    // the pool
+  CHECK(message.find("'orphaned ") != std::string::npos);    // the thread
+}
+
+TEST_CASE("thread_pool stress: a pool destroyed by one of its own threads is reported; its threads end and free its state" *
           doctest::test_suite("stress")) {
   for (int round = 0; round < 5 * test::stress_repeat(); ++round) {
     diagnostic_recorder recorder;
     auto* pool = new queued_thread_pool();
-    REQUIRE(pool->create(2));
+    REQUIRE(pool->create(2, 0, "self-deleted"));
+    std::vector<std::unique_ptr<counted_work>> queued;
+    for (int i = 0; i < 20; ++i) queued.push_back(std::make_unique<counted_work>());
+    gate delete_now;
     counted_work deleter([&] {
-      delete pool;  // ignored: this thread goes back to the pool's loop, which must still be there
+      delete_now.pass();
+      delete pool;  // this thread goes back to the pool's loop, whose state must still be there
     });
     pool->add_queued_work(&deleter);
-    wait_for([&] { return deleter.ran.load() == 1; });
-    // Give the pool's threads time to use their state, which must not have been freed.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (auto& each : queued) pool->add_queued_work(each.get());  // some run on the other thread meanwhile
+    delete_now.open();
+    CHECK(wait_until([&] { return threads_named("self-delete") == 0; }));
+    CHECK(deleter.ran.load() == 1);
+    for (auto& each : queued) CHECK(each->ran.load() == 1);  // queued work still runs
     REQUIRE(recorder.count() == 1);
     CHECK(recorder.reports()[0].message.find("~queued_thread_pool called from one of its own threads") !=
           std::string::npos);

@@ -255,6 +255,9 @@ class scheduler {
   // is_processing says whether `thread` is inside a process_* call for `queue`.
   bool is_processing(named_thread thread, thread_queue queue = thread_queue::main) const noexcept;
 
+  // is_attached says whether some thread is attached as `thread` to this scheduler now.
+  bool is_attached(named_thread thread) const noexcept;
+
   // current is the scheduler the calling thread works for (as a worker, while running its
   // work, inside its execute(), or attached as a named thread), or nullptr.
   static scheduler* current() noexcept;

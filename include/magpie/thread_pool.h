@@ -44,8 +44,9 @@ class queued_thread_pool {
   queued_thread_pool();
 
   // ~queued_thread_pool destroys the pool (abandons what is queued) if it still runs. Run
-  // on one of the pool's own threads it is reported and ignored: the threads run on, and
-  // what they use stays allocated (the object's own storage goes, as the caller decided).
+  // on one of the pool's own threads, which cannot join itself, it is reported and the pool
+  // is left to its threads: they run what is queued, then end instead of waiting for more
+  // (nobody can add any), and the last one frees what they share. Nobody joins them.
   ~queued_thread_pool();
 
   queued_thread_pool(const queued_thread_pool&) = delete;
@@ -82,7 +83,8 @@ class queued_thread_pool {
   // `operation`, from one of the pool's own threads (reported).
   bool stop_and_join(const char* operation);
 
-  std::unique_ptr<state> state_;
+  // state_ is shared with the pool's threads: each holds it until it ends.
+  std::shared_ptr<state> state_;
 };
 
 // global_queued_thread_pool is Unreal's GThreadPool: created on first use with one thread

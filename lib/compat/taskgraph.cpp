@@ -76,6 +76,23 @@ bool all_complete(std::span<const graph_event_ref> tasks) noexcept {
   return true;
 }
 
+// report_unattached_need reports, once for a wait, the first of `pending` that runs only on
+// a named thread no thread has attached to `pool`: the waiting named thread would process
+// its own queue until one attaches, and without a word nobody would know why it hangs.
+void report_unattached_need(const scheduler& pool, std::span<const task<>> pending, named_thread waiting) {
+  for (const task<>& each : pending) {
+    std::optional<named_thread> bound = each.runs_on();
+    if (!bound || pool.is_attached(*bound)) continue;
+    std::string needed = thread_name(named_threads::from_named_thread(*bound));
+    report(diagnostic_kind::misuse,
+           "taskgraph: a wait on " + thread_name(named_threads::from_named_thread(waiting)) + " waits for task '" +
+               each.name() + "', which runs only on " + needed + ", and no thread has attached as " + needed +
+               " to this scheduler: the wait goes on until a thread attaches as " + needed + " and runs its queue",
+           severity::warning);
+    return;
+  }
+}
+
 }  // namespace
 
 named_threads::type named_threads::get_render_thread() noexcept {
@@ -294,6 +311,7 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       if (!pending.empty()) std::this_thread::yield();
     }
     if (pending.empty()) return;
+    report_unattached_need(*pool_, pending, thread);
     scheduler* pool = pool_;
     task<> returner = pool_->launch("return_graph_task", [pool, thread, queue] { pool->request_return(thread, queue); },
                                     pending, on_thread(thread, queue, true));

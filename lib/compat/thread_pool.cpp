@@ -31,6 +31,10 @@ struct queued_thread_pool::state {
   std::array<std::deque<queued_work*>, priority_count> queues;
   bool running = false;
   bool stopping = false;
+  // orphaned: the pool object was destroyed on one of its own threads. Nobody can add work
+  // any more, so a thread that finds the queues empty ends instead of parking; the threads
+  // are detached, and the last to end frees the state (each holds a share of it).
+  bool orphaned = false;
   // joining: a destroy is joining `threads`. They stay listed until joined, so that one of
   // them calling destroy meanwhile is told apart (ignored, not made to wait for itself);
   // every other destroy, and create, waits on `joined` until the join is over.
@@ -101,6 +105,7 @@ struct queued_thread_pool::state {
         if (stopping) return;
         work = pop_highest();
         if (work == nullptr) {
+          if (orphaned) return;
           ++idle;
           // acquire: pairs with wake's release; read under the mutex, before any producer
           // that finds this thread idle can move the epoch on
@@ -121,19 +126,54 @@ struct queued_thread_pool::state {
     }
   }
 
-  static void* thread_main(void* self) {
-    static_cast<state*>(self)->run();
+  // thread_main runs a pool thread on the share of the state it is handed (heap-held, as
+  // pthread passes one pointer), and drops the share when the thread ends.
+  static void* thread_main(void* share) {
+    std::unique_ptr<std::shared_ptr<state>> held(static_cast<std::shared_ptr<state>*>(share));
+    (*held)->run();
     return nullptr;
   }
 };
 
-queued_thread_pool::queued_thread_pool() : state_(std::make_unique<state>()) {}
+namespace {
+
+// this_thread_label is the calling thread's name, as pool threads are named ("io 0").
+std::string this_thread_label() {
+  char label[16] = {};
+  if (pthread_getname_np(pthread_self(), label, sizeof label) != 0) return "a pool thread";
+  return std::string("'") + label + "'";
+}
+
+}  // namespace
+
+queued_thread_pool::queued_thread_pool() : state_(std::make_shared<state>()) {}
 
 queued_thread_pool::~queued_thread_pool() {
-  if (stop_and_join("~queued_thread_pool")) return;
-  // On one of the pool's own threads: the threads still run on the state, so it must
-  // outlive them. It is left allocated, as the threads are left running.
-  (void)state_.release();
+  std::unique_lock lock(state_->mutex);
+  if (!state_->runs_on_this_thread()) {
+    lock.unlock();
+    (void)stop_and_join("~queued_thread_pool");
+    return;
+  }
+  // On one of the pool's own threads, which cannot join itself. A destroy joining the
+  // threads meanwhile goes on (it holds its own share of the state); otherwise the threads
+  // are left to finish the queue and end, and this object's share goes with it.
+  std::string name = state_->name;
+  const bool joined_elsewhere = state_->joining;
+  if (!joined_elsewhere) {
+    state_->orphaned = true;
+    state_->running = false;
+    for (pthread_t thread : state_->threads) pthread_detach(thread);
+    state_->threads.clear();
+    state_->wake(true);  // parked threads look again, find the queues empty and end
+  }
+  lock.unlock();
+  report(diagnostic_kind::misuse,
+         "queued_thread_pool '" + name + "': ~queued_thread_pool called from one of its own threads (" +
+             this_thread_label() + "); not joined: " +
+             (joined_elsewhere ? std::string("the destroy under way joins the threads")
+                               : std::string("its threads run what is queued, then end, the last one freeing the pool")),
+         severity::warning);
 }
 
 bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const char* name) {
@@ -162,11 +202,13 @@ bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const 
   if (stack_size != 0) pthread_attr_setstacksize(&attributes, std::max<std::size_t>(stack_size, PTHREAD_STACK_MIN));
   for (unsigned i = 0; i < threads; ++i) {
     pthread_t thread;
-    if (pthread_create(&thread, &attributes, &state::thread_main, state_.get()) != 0) {
+    auto share = std::make_unique<std::shared_ptr<state>>(state_);
+    if (pthread_create(&thread, &attributes, &state::thread_main, share.get()) != 0) {
       report(diagnostic_kind::limit_reached, "queued_thread_pool '" + state_->name + "': could only start " +
                                                  std::to_string(i) + " of " + std::to_string(threads) + " threads");
       break;
     }
+    (void)share.release();  // the thread owns it now
     // Linux thread names hold 15 characters.
     std::string label = state_->name.substr(0, 11) + " " + std::to_string(i);
     pthread_setname_np(thread, label.substr(0, 15).c_str());
@@ -180,7 +222,7 @@ bool queued_thread_pool::create(unsigned threads, std::size_t stack_size, const 
 void queued_thread_pool::destroy() { (void)stop_and_join("destroy"); }
 
 bool queued_thread_pool::stop_and_join(const char* operation) {
-  state* pool = state_.get();
+  std::shared_ptr<state> pool = state_;  // a share: a thread may destroy the object meanwhile
   std::vector<queued_work*> abandoned;
   std::vector<pthread_t> threads;
   {
@@ -189,12 +231,13 @@ bool queued_thread_pool::stop_and_join(const char* operation) {
       std::string name = pool->name;
       lock.unlock();
       report(diagnostic_kind::misuse, "queued_thread_pool '" + name + "': " + operation +
-                                          " called from one of its own threads; ignored (the pool runs on)");
+                                          " called from one of its own threads (" + this_thread_label() +
+                                          "); ignored (the pool runs on)");
       return false;
     }
     if (!pool->running) {
       // Another destroy may be joining: return after it, as Unreal's Destroy does.
-      pool->joined.wait(lock, [pool] { return !pool->joining; });
+      pool->joined.wait(lock, [&pool] { return !pool->joining; });
       return true;
     }
     pool->stopping = true;

@@ -264,6 +264,11 @@ bool scheduler::is_processing(named_thread thread, thread_queue queue) const noe
       std::memory_order_acquire);  // acquire: pairs with process_guard's release
 }
 
+bool scheduler::is_attached(named_thread thread) const noexcept {
+  if (thread.index() >= named_thread::max_count) return false;
+  return impl_->named[thread.index()].attached.load(std::memory_order_acquire);  // acquire: pairs with attach's exchange
+}
+
 std::optional<named_thread> scheduler::current_named_thread() noexcept {
   int index = this_thread_context().named;
   if (index < 0 || drop_dead_attachment()) return std::nullopt;
