@@ -35,6 +35,7 @@
 
 #include <magpie/scheduler.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -197,8 +198,12 @@ class tick_function {
   void changed_schedule();
   links& own_links();
 
-  tick_manager* manager_ = nullptr;
-  void* slot_ = nullptr;  // the manager's record of it while registered
+  // Its manager while registered, and the manager's record of it (or, unregistered during a
+  // frame while a run of it went on, the manager's state, until the frame ends). Written on
+  // the game thread under the manager's guard where another thread's destruction may read
+  // them; atomic so that such a destruction reads them without a race.
+  std::atomic<tick_manager*> manager_{nullptr};
+  std::atomic<void*> slot_{nullptr};
   std::unique_ptr<links> links_;
   float interval_ = 0;
   ticking_group group_ = ticking_group::pre_physics;
