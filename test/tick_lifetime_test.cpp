@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -364,6 +366,61 @@ TEST_CASE("tick_lifetime: a running tick unregistered and handed to another thre
         CHECK(manager.last_frame_stats().ticks_run == 1);
       }
     }
+  }
+}
+
+TEST_CASE("tick_lifetime: a tick destroyed by a unit run inside its own unit's tick does not wait for that unit") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    std::atomic<bool> done{false}, runner_inside{false}, destroyed_inside{false};
+    std::atomic<int> neighbour_runs{0};
+    // The frames run on a thread of their own, so that a hang is seen here, within a bound.
+    std::thread game([&] {
+      scheduler pool(tick_pool(workers));
+      tick_manager manager(pool);
+      event_log log;
+      bool act = false;
+      // runner and neighbour share the high-priority game-thread unit, which runs first; the
+      // runner runs the game thread's queue, and with it the unit of destroyer.
+      tick_function runner("runner", [&](float, level_tick) {
+        if (!act) return;
+        runner_inside.store(true);
+        pool.process_until_idle(named_thread::game);
+        runner_inside.store(false);
+      });
+      auto neighbour = std::make_unique<logged_tick>("neighbour", log);
+      tick_function destroyer("destroyer", [&](float, level_tick) {
+        if (!act || !neighbour) return;
+        neighbour_runs.store(neighbour->runs.load());
+        destroyed_inside.store(runner_inside.load());
+        neighbour.reset();
+      });
+      runner.set_high_priority(true);
+      neighbour->set_high_priority(true);
+      runner.register_tick_function(manager);
+      neighbour->register_tick_function(manager);
+      destroyer.register_tick_function(manager);
+      run_frame(manager);
+      act = true;
+      run_frame(manager);
+      act = false;
+      run_frame(manager);
+      CHECK(manager.registered_count() == 2);
+      CHECK(manager.last_frame_stats().ticks_run == 2);
+      done.store(true);
+    });
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done.load() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(done.load());
+    if (!done.load()) {
+      std::fprintf(stderr, "tick_lifetime: the frame still hangs after 10 s (workers %u); aborting\n", workers);
+      std::abort();
+    }
+    game.join();
+    CHECK(destroyed_inside.load());
+    CHECK(neighbour_runs.load() == 1);  // it ran in the first frame only: destroyed before its turn
   }
 }
 
