@@ -266,7 +266,8 @@ struct tick_manager::state {
       : owner(&manager), pool(&on), options(chosen), game_thread(std::this_thread::get_id()) {}
 
   bool on_game_thread() const { return std::this_thread::get_id() == game_thread; }
-  // slot_of is a registered tick's slot. relaxed: see tick_access::manager.
+  // slot_of is a registered tick's slot. relaxed: read on the game thread, which wrote it, or
+  // under the guard by a destruction that found the tick registered here.
   ticks::tick_slot& slot_of(const tick_function& tick) {
     return *static_cast<ticks::tick_slot*>(tick.slot_.load(std::memory_order_relaxed));
   }
@@ -326,15 +327,17 @@ struct tick_manager::state {
 // tick_access lets the tick manager's sources reach a tick function's private parts.
 struct tick_access {
   static void execute(tick_function& tick, float delta, level_tick type) { tick.execute_tick(delta, type); }
-  // manager, slot and their setters: relaxed, since the game thread writes them and reads its
-  // own values; a destruction on another thread reads them once to find the manager, then
-  // again under its guard, which the game thread holds where it writes them mid-frame.
-  static tick_manager* manager(const tick_function& tick) { return tick.manager_.load(std::memory_order_relaxed); }
+  // manager, slot and their setters. The game thread writes them (under the manager's guard
+  // where a destruction may read them concurrently). acquire and release: a destruction on
+  // another thread that finds them cleared — by an unregistration, or by the end of the frame
+  // that kept a way to a run — sees what the game thread saw before, among it the end of
+  // every run of the tick that it waited for, so it frees nothing a run still reads.
+  static tick_manager* manager(const tick_function& tick) { return tick.manager_.load(std::memory_order_acquire); }
   static void set_manager(tick_function& tick, tick_manager* value) {
-    tick.manager_.store(value, std::memory_order_relaxed);
+    tick.manager_.store(value, std::memory_order_release);
   }
-  static void* slot(const tick_function& tick) { return tick.slot_.load(std::memory_order_relaxed); }
-  static void set_slot(tick_function& tick, void* value) { tick.slot_.store(value, std::memory_order_relaxed); }
+  static void* slot(const tick_function& tick) { return tick.slot_.load(std::memory_order_acquire); }
+  static void set_slot(tick_function& tick, void* value) { tick.slot_.store(value, std::memory_order_release); }
   static tick_manager::state& state_of(tick_manager& manager) { return *manager.state_; }
   static void set_actual(tick_function& tick, ticking_group start, ticking_group end) {
     tick.actual_start_ = start;
