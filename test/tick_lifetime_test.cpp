@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -262,6 +264,163 @@ TEST_CASE("tick_lifetime: ticks destroying themselves on workers while the game 
     }
     CHECK(self_runs.load() == static_cast<int>(count) * 40 * stress_repeat());
     log.take();
+  }
+}
+
+TEST_CASE("tick_lifetime: a running tick unregistered and registered again, then destroying itself on its worker, is not touched again") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    tick_manager manager(pool);
+    std::atomic<bool> started{false}, cycled{false};
+    std::atomic<int> runs{0};
+    bool act = false;
+    std::unique_ptr<tick_function> self;
+    self = std::make_unique<tick_function>("self", [&](float, level_tick) {
+      runs.fetch_add(1);
+      if (!act) return;
+      started.store(true);
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (workers > 0 && !cycled.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      self.reset();
+    });
+    self->set_run_on_any_thread(true);
+    // cycler, on the game thread, unregisters and registers self again while it runs.
+    tick_function cycler("cycler", [&](float, level_tick) {
+      if (!act) return;
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (workers > 0 && !started.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      if (self) {
+        self->unregister_tick_function();
+        self->register_tick_function(manager);
+      }
+      cycled.store(true);
+    });
+    self->register_tick_function(manager);
+    cycler.register_tick_function(manager);
+    run_frame(manager);
+    act = true;
+    run_frame(manager);
+    CHECK_FALSE(self);
+    CHECK(runs.load() == 2);
+    CHECK(manager.registered_count() == 1);
+    act = false;
+    run_frame(manager);
+    CHECK(manager.last_frame_stats().ticks_run == 1);
+    CHECK(runs.load() == 2);
+  }
+}
+
+TEST_CASE("tick_lifetime: a running tick unregistered and handed to another thread to destroy: that waits for the run" *
+          doctest::test_suite("stress")) {
+  for (unsigned workers : worker_counts) {
+    for (bool registered_again : {false, true}) {
+      for (bool destroyed_late : {false, true}) {
+        CAPTURE(workers);
+        CAPTURE(registered_again);
+        CAPTURE(destroyed_late);
+        scheduler pool(tick_pool(workers));
+        tick_manager manager(pool);
+        std::atomic<bool> started{false}, go_on{false}, finished{false}, finished_when_destroyed{false};
+        bool act = false;
+        auto running = std::make_unique<tick_function>("running", [&](float, level_tick) {
+          if (!act || workers == 0) return;
+          started.store(true);
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+          while (!go_on.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          finished.store(true);
+        });
+        running->set_run_on_any_thread(true);
+        magpie::task<> destroyer;
+        // remover unregisters `running` while it runs (and, registered_again, registers and
+        // unregisters it once more), then hands it to a task that destroys it: at once, or
+        // once the frame is likely over (destroyed_late).
+        tick_function remover("remover", [&](float, level_tick) {
+          if (!act) return;
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+          while (workers > 0 && !started.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+          running->unregister_tick_function();
+          if (registered_again) {
+            running->register_tick_function(manager);
+            running->unregister_tick_function();
+          }
+          destroyer = pool.launch("destroyer", [&] {
+            if (destroyed_late) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            running.reset();
+            finished_when_destroyed.store(finished.load());
+          });
+          go_on.store(true);
+        });
+        running->register_tick_function(manager);
+        remover.register_tick_function(manager);
+        run_frame(manager);
+        act = true;
+        run_frame(manager);
+        REQUIRE(destroyer.wait(std::chrono::seconds(5)));
+        CHECK_FALSE(running);
+        if (workers > 0) CHECK(finished_when_destroyed.load());
+        CHECK(manager.registered_count() == 1);
+        act = false;
+        run_frame(manager);
+        CHECK(manager.last_frame_stats().ticks_run == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("tick_lifetime: a tick destroyed by a unit run inside its own unit's tick does not wait for that unit") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    std::atomic<bool> done{false}, runner_inside{false}, destroyed_inside{false};
+    std::atomic<int> neighbour_runs{0};
+    // The frames run on a thread of their own, so that a hang is seen here, within a bound.
+    std::thread game([&] {
+      scheduler pool(tick_pool(workers));
+      tick_manager manager(pool);
+      event_log log;
+      bool act = false;
+      // runner and neighbour share the high-priority game-thread unit, which runs first; the
+      // runner runs the game thread's queue, and with it the unit of destroyer.
+      tick_function runner("runner", [&](float, level_tick) {
+        if (!act) return;
+        runner_inside.store(true);
+        pool.process_until_idle(named_thread::game);
+        runner_inside.store(false);
+      });
+      auto neighbour = std::make_unique<logged_tick>("neighbour", log);
+      tick_function destroyer("destroyer", [&](float, level_tick) {
+        if (!act || !neighbour) return;
+        neighbour_runs.store(neighbour->runs.load());
+        destroyed_inside.store(runner_inside.load());
+        neighbour.reset();
+      });
+      runner.set_high_priority(true);
+      neighbour->set_high_priority(true);
+      runner.register_tick_function(manager);
+      neighbour->register_tick_function(manager);
+      destroyer.register_tick_function(manager);
+      run_frame(manager);
+      act = true;
+      run_frame(manager);
+      act = false;
+      run_frame(manager);
+      CHECK(manager.registered_count() == 2);
+      CHECK(manager.last_frame_stats().ticks_run == 2);
+      done.store(true);
+    });
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done.load() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(done.load());
+    if (!done.load()) {
+      std::fprintf(stderr, "tick_lifetime: the frame still hangs after 10 s (workers %u); aborting\n", workers);
+      std::abort();
+    }
+    game.join();
+    CHECK(destroyed_inside.load());
+    CHECK(neighbour_runs.load() == 1);  // it ran in the first frame only: destroyed before its turn
   }
 }
 

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -266,6 +267,36 @@ TEST_CASE("world: ticks from another thread are refused; tickables outlive their
   CHECK(recorder.count() == 1);
   CHECK(game->frame_counter() == 0);
   game.reset();  // survivor's destructor must not touch the world afterwards
+}
+
+TEST_CASE("world: a tickable destroyed off the game thread while the tickables tick is reported, naming the thread") {
+  scheduler pool(tick_pool(1));
+  world game(pool);
+  event_log log;
+  auto ticked_first = std::make_unique<logged_tickable>(game, "ticked first", log);
+  logged_tickable destroyer(game, "destroyer", log);
+  std::thread::id destroying_thread;
+  // ticked_first has ticked already when it is destroyed: the pass never reaches it again.
+  destroyer.on_tick = [&] {
+    std::thread other([&] {
+      destroying_thread = std::this_thread::get_id();
+      ticked_first.reset();
+    });
+    other.join();
+  };
+  diagnostic_recorder recorder;
+  game.tick(0.1f);
+  CHECK_FALSE(ticked_first);
+  auto reports = recorder.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
+  std::ostringstream expected;  // streamed, not "literal" + string: GCC 12's -Wrestrict misfires on that
+  expected << "destroyed on thread " << destroying_thread;
+  CHECK(reports[0].message.find(expected.str()) != std::string::npos);
+  CHECK(reports[0].message.find("while its world's tickables tick") != std::string::npos);
+  game.tick(0.1f);
+  CHECK(destroyer.runs == 2);
+  CHECK(log.take() == std::vector<std::string>{"ticked first", "destroyer", "destroyer"});
 }
 
 }  // TEST_SUITE("world")

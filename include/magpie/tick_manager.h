@@ -35,6 +35,7 @@
 
 #include <magpie/scheduler.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -88,9 +89,10 @@ class tick_function {
   // ~tick_function unregisters it and drops every prerequisite edge to and from it; safe at
   // any time and on any thread, also mid-frame and from inside its own execute_tick (an
   // any-thread tick on a worker included): it never runs afterwards. It waits only while
-  // its tick may be running on another thread, the game thread running its own queue
-  // meanwhile; destroyed off the game thread, the manager retires its record on the game
-  // thread. A subclass whose tick may be running on another thread when it is destroyed
+  // its tick may be running on another thread (a run started before it was unregistered
+  // included), never for a run its own thread is making, the game thread running its own
+  // queue meanwhile; destroyed off the game thread, the manager retires its record on the
+  // game thread. A subclass whose tick may be running on another thread when it is destroyed
   // stops it first: by the time this destructor runs, the subclass's members are gone.
   virtual ~tick_function();
 
@@ -197,8 +199,12 @@ class tick_function {
   void changed_schedule();
   links& own_links();
 
-  tick_manager* manager_ = nullptr;
-  void* slot_ = nullptr;  // the manager's record of it while registered
+  // Its manager while registered, and the manager's record of it (or, unregistered during a
+  // frame while a run of it went on, the manager's state, until the frame ends). Written on
+  // the game thread under the manager's guard where another thread's destruction may read
+  // them; atomic so that such a destruction reads them without a race.
+  std::atomic<tick_manager*> manager_{nullptr};
+  std::atomic<void*> slot_{nullptr};
   std::unique_ptr<links> links_;
   float interval_ = 0;
   ticking_group group_ = ticking_group::pre_physics;

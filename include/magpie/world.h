@@ -40,8 +40,12 @@ class world;
 // objects were created (Unreal's FTickableGameObject). It registers itself with its world on
 // construction and unregisters on destruction; one created while the tickables tick starts
 // next frame, one destroyed meanwhile is not called afterwards. Threads: created on the
-// world's game thread (elsewhere reported; it never ticks); destroyed on any thread — an
-// any-thread tick function may destroy one — but not while its own tick runs.
+// world's game thread (elsewhere reported; it never ticks). Destroyed on the game thread at
+// any time, from a tickable's own tick included; on any other thread (an any-thread tick
+// function, say) at any time except while world::tick runs the tickables (after post_physics
+// has completed, before post_update_work starts), since a subclass's members are gone before
+// the world could stop calling it: such a destruction is reported, naming the thread. The
+// world's list of tickables is guarded, so those threads never race on it.
 class tickable_object {
  public:
   // tickable_object registers with `owner` (its game thread).

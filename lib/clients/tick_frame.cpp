@@ -106,6 +106,7 @@ std::size_t tick_manager::state::run_members(unit& work) {
 
 void tick_manager::state::run_unit(unit& work) {
   const unit* outer = running_unit;
+  work.outer = outer;
   running_unit = &work;
   work.run_state.store(1, std::memory_order_seq_cst);  // seq_cst: see unit::run_state
   std::size_t ran = options.measure_tick_times ? run_members<true>(work) : run_members<false>(work);
@@ -287,7 +288,7 @@ void tick_manager::state::finish_frame() {
     guard.lock();
   }
   for (auto [tick, work] : retiring) {
-    if (tick_access::slot(*tick) == this) tick_access::slot(*tick) = nullptr;  // its unit is done
+    if (tick_access::slot(*tick) == this) tick_access::set_slot(*tick, nullptr);  // its unit is done
   }
   retiring.clear();
   visited_and_removed.clear();

@@ -73,22 +73,17 @@ tick_function::tick_function(std::string name, std::function<void(float, level_t
     : links_(std::make_unique<links>(links{std::move(name), std::move(body), {}, {}})) {}
 
 tick_function::~tick_function() {
-  // Registered: unregister (off the game thread, the game thread retires the slot later).
-  // Unregistered this frame while its unit ran: wait for that unit. Either way, the
-  // manager's guard orders the edges' removal against a game thread reading them.
+  // The manager it is registered with, or was unregistered from this frame while a run of it
+  // went on, forgets it and waits for such a run on another thread (off the game thread, the
+  // game thread retires its slot later). The manager's guard orders the edges' removal
+  // against a game thread reading them.
   tick_manager::state* owner = nullptr;
-  if (manager_ != nullptr) {
-    owner = &tick_access::state_of(*manager_);
-    if (owner->on_game_thread()) {
-      owner->remove(*this, true);
-    } else {
-      owner->remove_off_thread(*this);
-    }
-  } else if (slot_ != nullptr) {
-    owner = static_cast<tick_manager::state*>(slot_);
-    owner->forget_retiring(*this, true);
-    slot_ = nullptr;
+  if (tick_manager* manager = tick_access::manager(*this); manager != nullptr) {
+    owner = &tick_access::state_of(*manager);
+  } else {
+    owner = static_cast<tick_manager::state*>(tick_access::slot(*this));  // null, or unregistered while it ran
   }
+  if (owner != nullptr) owner->forget(*this);
   if (!links_) return;
   std::unique_lock<std::mutex> guard;
   if (owner != nullptr) guard = std::unique_lock(owner->off_thread_guard);
@@ -115,19 +110,21 @@ void tick_function::execute_tick(float delta_seconds, level_tick tick_type) {
 // may_change says whether a setting may change now: a registered tick belongs to its
 // manager's game thread.
 bool tick_function::may_change(const char* operation) {
-  if (manager_ == nullptr || tick_access::state_of(*manager_).on_game_thread()) return true;
+  tick_manager* manager = tick_access::manager(*this);
+  if (manager == nullptr || tick_access::state_of(*manager).on_game_thread()) return true;
   report_misuse(*this, operation, off_game_thread().c_str());
   return false;
 }
 
 void tick_function::changed_schedule() {
-  if (manager_ != nullptr) tick_access::state_of(*manager_).mark_changed();
+  if (tick_manager* manager = tick_access::manager(*this); manager != nullptr) tick_access::state_of(*manager).mark_changed();
 }
 
 void tick_function::register_tick_function(tick_manager& manager) {
   tick_manager::state& target = tick_access::state_of(manager);
-  if (manager_ == &manager) return;
-  if (manager_ != nullptr) {
+  tick_manager* current = tick_access::manager(*this);
+  if (current == &manager) return;
+  if (current != nullptr) {
     report_misuse(*this, "register_tick_function", "already registered with another tick manager; refused");
     return;
   }
@@ -135,29 +132,33 @@ void tick_function::register_tick_function(tick_manager& manager) {
     report_misuse(*this, "register_tick_function", off_game_thread().c_str());
     return;
   }
-  if (slot_ != nullptr) {  // unregistered from `previous` this frame while its unit ran
-    auto* previous = static_cast<tick_manager::state*>(slot_);
-    if (previous != &target) previous->forget_retiring(*this, true);
+  // Unregistered from `previous` this frame while a run of it went on: that manager lets go
+  // of it first, once the run is over.
+  if (auto* previous = static_cast<tick_manager::state*>(tick_access::slot(*this)); previous != nullptr) {
+    if (previous != &target) previous->forget(*this);
   }
   target.add(*this);
 }
 
 void tick_function::unregister_tick_function() {
-  if (manager_ == nullptr) return;
-  tick_manager::state& owner = tick_access::state_of(*manager_);
+  tick_manager* manager = tick_access::manager(*this);
+  if (manager == nullptr) return;
+  tick_manager::state& owner = tick_access::state_of(*manager);
   if (!owner.on_game_thread()) {
     report_misuse(*this, "unregister_tick_function", off_game_thread().c_str());
     return;
   }
-  owner.remove(*this, false);
+  owner.remove(*this);
 }
 
-bool tick_function::is_tick_function_registered() const { return manager_ != nullptr; }
+bool tick_function::is_tick_function_registered() const { return tick_access::manager(*this) != nullptr; }
 
 void tick_function::set_tick_function_enable(bool enabled) {
   if (enabled == enabled_ || !may_change("set_tick_function_enable")) return;
   enabled_ = enabled;
-  if (manager_ != nullptr) tick_access::state_of(*manager_).enable_changed(*this);
+  if (tick_manager* manager = tick_access::manager(*this); manager != nullptr) {
+    tick_access::state_of(*manager).enable_changed(*this);
+  }
 }
 
 bool tick_function::is_tick_function_enabled() const { return enabled_; }
@@ -193,7 +194,9 @@ void tick_function::set_tick_interval(float seconds) {
   }
   if (seconds == interval_ || !may_change("set_tick_interval")) return;
   interval_ = seconds;
-  if (manager_ != nullptr) tick_access::state_of(*manager_).interval_changed(*this, false);
+  if (tick_manager* manager = tick_access::manager(*this); manager != nullptr) {
+    tick_access::state_of(*manager).interval_changed(*this, false);
+  }
 }
 
 float tick_function::tick_interval() const { return interval_; }
@@ -205,7 +208,9 @@ void tick_function::update_tick_interval_and_cool_down(float seconds) {
   }
   if (!may_change("update_tick_interval_and_cool_down")) return;
   interval_ = seconds;
-  if (manager_ != nullptr) tick_access::state_of(*manager_).interval_changed(*this, true);
+  if (tick_manager* manager = tick_access::manager(*this); manager != nullptr) {
+    tick_access::state_of(*manager).interval_changed(*this, true);
+  }
 }
 
 void tick_function::set_high_priority(bool high_priority) {

@@ -8,6 +8,7 @@
 #include "tick_state.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <ostream>
@@ -19,6 +20,7 @@ namespace magpie {
 using ticks::none;
 using ticks::tick_slot;
 using ticks::running_unit;
+using ticks::runs_on_this_thread;
 using ticks::unit;
 
 namespace {
@@ -72,15 +74,20 @@ void tick_manager::state::add(tick_function& tick) {
   slot.unit = none;
   slot.member = none;
   slot.kept.clear();
-  tick_access::manager(tick) = owner;
-  tick_access::slot(tick) = &slot;
+  tick_access::set_manager(tick, owner);
+  tick_access::set_slot(tick, &slot);
   ++registered;
   mark_changed();
   if (!tick_access::enabled(tick)) return;
   if (tick_access::interval(tick) > 0) heap_push(&slot);
+  if (!in_frame) return;
   // A tick runs at most once a frame: one that was part of this frame ticks from the next.
-  bool visited = std::find(visited_and_removed.begin(), visited_and_removed.end(), &tick) != visited_and_removed.end();
-  if (in_frame && !visited) queue_new(slot);
+  bool visited;
+  {
+    std::lock_guard guard(off_thread_guard);  // a destruction on another thread may change the list
+    visited = std::find(visited_and_removed.begin(), visited_and_removed.end(), &tick) != visited_and_removed.end();
+  }
+  if (!visited) queue_new(slot);
 }
 
 void tick_manager::state::queue_new(tick_slot& slot) {
@@ -104,7 +111,7 @@ ticks::member* tick_manager::state::member_this_frame(tick_slot& slot) {
 // Called after a member word of the unit was cleared, so a unit that starts later skips it
 // (see unit::run_state).
 void tick_manager::state::wait_until_not_running(const unit& work) {
-  if (&work == running_unit) return;
+  if (runs_on_this_thread(work)) return;
   bool game = on_game_thread();
   // seq_cst: the other half of the exchange of stores described at unit::run_state
   while (work.run_state.load(std::memory_order_seq_cst) == 1) {
@@ -122,7 +129,7 @@ const unit* tick_manager::state::stop_ticking(tick_slot& slot) {
   // seq_cst: pairs with run_unit's store of run_state (see unit::run_state)
   running_it->word.store(0, std::memory_order_seq_cst);
   const unit& work = units[slot.unit];
-  return work.run_state.load(std::memory_order_seq_cst) == 1 && &work != running_unit ? &work : nullptr;
+  return work.run_state.load(std::memory_order_seq_cst) == 1 && !runs_on_this_thread(work) ? &work : nullptr;
 }
 
 // retire_slot (under off_thread_guard, on the game thread) takes `slot` out of the cooldown
@@ -147,65 +154,65 @@ void tick_manager::state::wait_counted(const unit& work) {
   off_thread_waiters.fetch_sub(1, std::memory_order_release);
 }
 
-// remove unregisters `tick` on the game thread. It never waits for a unit that is running the
-// tick unless the tick is being destroyed: the unit skips it if it has not reached it yet.
-void tick_manager::state::remove(tick_function& tick, bool destroying) {
+// remove unregisters `tick` (game thread). It never waits: a unit that has not reached the
+// tick skips it, and one running it right now finishes; a later destruction of the tick
+// waits for that one (see forget), so the tick keeps a way to it until the frame ends.
+void tick_manager::state::remove(tick_function& tick) {
+  std::lock_guard guard(off_thread_guard);
   tick_slot& slot = slot_of(tick);
-  const unit* still_running = nullptr;
-  {
-    std::lock_guard guard(off_thread_guard);
-    still_running = stop_ticking(slot);
-    if (in_frame && !destroying && (slot.in_schedule || slot.placed_frame == frame)) {
-      visited_and_removed.push_back(&tick);  // part of this frame already
-    }
-    retire_slot(slot);
-    tick_access::manager(tick) = nullptr;
-    tick_access::slot(tick) = nullptr;
-    if (still_running != nullptr && !destroying) {
-      retiring.emplace_back(&tick, still_running);
-      tick_access::slot(tick) = this;  // a later destruction finds the unit it waits for here
-    }
+  const unit* still_running = stop_ticking(slot);
+  if (in_frame && (slot.in_schedule || slot.placed_frame == frame)) {
+    visited_and_removed.push_back(&tick);  // part of this frame already
   }
-  if (destroying) {
-    if (still_running != nullptr) wait_until_not_running(*still_running);
-    forget_retiring(tick, true);
-  }
+  retire_slot(slot);
+  if (still_running != nullptr) retiring.emplace_back(&tick, still_running);
+  // Also unregistered earlier this frame while running (then registered again): that run
+  // may still be going on.
+  bool retiring_here = std::any_of(retiring.begin(), retiring.end(), [&](const auto& entry) { return entry.first == &tick; });
+  tick_access::set_slot(tick, retiring_here ? static_cast<void*>(this) : nullptr);
+  tick_access::set_manager(tick, nullptr);
 }
 
-// forget_retiring drops `tick` from the ticks unregistered while their unit ran, and from
-// those visited this frame; on its destruction (`wait`), it first waits for that unit.
-void tick_manager::state::forget_retiring(const tick_function& tick, bool wait) {
-  const unit* work = nullptr;
+// forget drops every hold this manager has on `tick`, which is being destroyed (on any
+// thread) or registered with another manager. Registered here, it is unregistered: off the
+// game thread it never runs again and the game thread retires its slot (drain_orphans).
+// Then forget waits for each unit of this frame that may still be running the tick on
+// another thread: the one it is filed in and the one it was unregistered from while running.
+void tick_manager::state::forget(tick_function& tick) {
+  bool game = on_game_thread();
+  std::array<const unit*, 2> runs{};
   {
     std::lock_guard guard(off_thread_guard);
+    if (tick_access::manager(tick) == owner) {
+      tick_slot& slot = slot_of(tick);
+      runs[0] = stop_ticking(slot);
+      if (game) {
+        retire_slot(slot);
+      } else {
+        orphans.push_back(slot.index);
+      }
+      tick_access::set_manager(tick, nullptr);
+    }
     auto found = std::find_if(retiring.begin(), retiring.end(), [&](const auto& entry) { return entry.first == &tick; });
     if (found != retiring.end()) {
-      work = found->second;
+      if (found->second != runs[0]) runs[1] = found->second;
       retiring.erase(found);
     }
     std::erase(visited_and_removed, &tick);
-    if (work == nullptr || !wait) return;
-    off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
+    tick_access::set_slot(tick, nullptr);
+    if (!game) {
+      int counted = static_cast<int>(std::count_if(runs.begin(), runs.end(), [](const unit* work) { return work != nullptr; }));
+      off_thread_waiters.fetch_add(counted, std::memory_order_relaxed);  // relaxed: ordered by the guard
+    }
   }
-  wait_counted(*work);
-}
-
-// remove_off_thread unregisters a tick destroyed on a thread other than the game thread: its
-// member word is cleared at once (it never runs again), the destruction waits for a unit
-// running it on another thread, and the game thread retires the slot (drain_orphans).
-void tick_manager::state::remove_off_thread(tick_function& tick) {
-  tick_slot& slot = slot_of(tick);
-  const unit* still_running = nullptr;
-  {
-    std::lock_guard guard(off_thread_guard);
-    still_running = stop_ticking(slot);
-    orphans.push_back(slot.index);
-    tick_access::manager(tick) = nullptr;
-    tick_access::slot(tick) = nullptr;
-    if (still_running == nullptr) return;
-    off_thread_waiters.fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the guard
+  for (const unit* work : runs) {
+    if (work == nullptr) continue;
+    if (game) {
+      wait_until_not_running(*work);
+    } else {
+      wait_counted(*work);
+    }
   }
-  wait_counted(*still_running);
 }
 
 // drain_orphans retires the slots of ticks destroyed off the game thread (game thread).
@@ -280,8 +287,8 @@ tick_manager::~tick_manager() {
   for (tick_slot& slot : s.slots) {
     tick_function* tick = slot.function.load(std::memory_order_relaxed);  // relaxed: no frame runs
     if (tick == nullptr) continue;
-    tick_access::manager(*tick) = nullptr;
-    tick_access::slot(*tick) = nullptr;
+    tick_access::set_manager(*tick, nullptr);
+    tick_access::set_slot(*tick, nullptr);
   }
 }
 

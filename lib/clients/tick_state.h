@@ -150,11 +150,24 @@ struct unit {
   // the other, so a tick either is skipped or its unit is seen running (which a destruction
   // waits out; an unregistration does not).
   std::atomic<std::uint8_t> run_state{0};
+  // The unit its thread was running when it started this one (running_unit then), or null;
+  // written and read only by that thread while it runs this one.
+  const unit* outer = nullptr;
 };
 
-// running_unit is the unit this thread is running, so that unregistering a tick of that very
+// running_unit is the unit this thread is running, so that destroying a tick of that very
 // unit from one of its own ticks does not wait for itself.
 extern thread_local const unit* running_unit;
+
+// runs_on_this_thread says whether this thread is running `work`: the unit it runs now, or
+// one it was running when it went on to run that one (a tick running the game thread's
+// queue, say), which cannot finish before this thread returns to it.
+inline bool runs_on_this_thread(const unit& work) {
+  for (const unit* at = running_unit; at != nullptr; at = at->outer) {
+    if (at == &work) return true;
+  }
+  return false;
+}
 
 // report_tick_exception reports what a tick body threw; the frame goes on.
 [[gnu::cold]] void report_tick_exception(const tick_slot& slot, std::exception_ptr error);
@@ -191,7 +204,8 @@ struct tick_manager::state {
   // Slots of ticks destroyed off the game thread, retired by the game thread (drain_orphans).
   std::vector<std::uint32_t> orphans;
   // Ticks unregistered this frame while a unit that may run them was running: a destruction
-  // waits for that unit. Such a tick's slot_ points at this state until the frame ends.
+  // waits for that unit. Such a tick's slot_ points at this state until the frame ends,
+  // unless it is registered again meanwhile (then its own slot).
   std::vector<std::pair<tick_function*, const ticks::unit*>> retiring;
   // Ticks that were part of this frame and were unregistered: registered again in the same
   // frame, they tick from the next one (a tick runs at most once a frame).
@@ -252,7 +266,11 @@ struct tick_manager::state {
       : owner(&manager), pool(&on), options(chosen), game_thread(std::this_thread::get_id()) {}
 
   bool on_game_thread() const { return std::this_thread::get_id() == game_thread; }
-  ticks::tick_slot& slot_of(const tick_function& tick) { return *static_cast<ticks::tick_slot*>(tick.slot_); }
+  // slot_of is a registered tick's slot. relaxed: read on the game thread, which wrote it, or
+  // under the guard by a destruction that found the tick registered here.
+  ticks::tick_slot& slot_of(const tick_function& tick) {
+    return *static_cast<ticks::tick_slot*>(tick.slot_.load(std::memory_order_relaxed));
+  }
 
   void mark_changed() {
     dirty = true;
@@ -261,9 +279,8 @@ struct tick_manager::state {
 
   // Registration (tick_manager.cpp).
   void add(tick_function& tick);
-  void remove(tick_function& tick, bool destroying);
-  void remove_off_thread(tick_function& tick);
-  void forget_retiring(const tick_function& tick, bool wait);
+  void remove(tick_function& tick);
+  void forget(tick_function& tick);
   void drain_orphans();
   void enable_changed(tick_function& tick);
   void interval_changed(tick_function& tick, bool restart_cooldown);
@@ -310,8 +327,17 @@ struct tick_manager::state {
 // tick_access lets the tick manager's sources reach a tick function's private parts.
 struct tick_access {
   static void execute(tick_function& tick, float delta, level_tick type) { tick.execute_tick(delta, type); }
-  static void*& slot(tick_function& tick) { return tick.slot_; }
-  static tick_manager*& manager(tick_function& tick) { return tick.manager_; }
+  // manager, slot and their setters. The game thread writes them (under the manager's guard
+  // where a destruction may read them concurrently). acquire and release: a destruction on
+  // another thread that finds them cleared — by an unregistration, or by the end of the frame
+  // that kept a way to a run — sees what the game thread saw before, among it the end of
+  // every run of the tick that it waited for, so it frees nothing a run still reads.
+  static tick_manager* manager(const tick_function& tick) { return tick.manager_.load(std::memory_order_acquire); }
+  static void set_manager(tick_function& tick, tick_manager* value) {
+    tick.manager_.store(value, std::memory_order_release);
+  }
+  static void* slot(const tick_function& tick) { return tick.slot_.load(std::memory_order_acquire); }
+  static void set_slot(tick_function& tick, void* value) { tick.slot_.store(value, std::memory_order_release); }
   static tick_manager::state& state_of(tick_manager& manager) { return *manager.state_; }
   static void set_actual(tick_function& tick, ticking_group start, ticking_group end) {
     tick.actual_start_ = start;

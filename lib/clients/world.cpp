@@ -72,18 +72,31 @@ tickable_object::tickable_object(world& owner, enum tickable_tick_type type) : w
 tickable_object::~tickable_object() {
   if (world_ == nullptr) return;
   world::state& s = *world_->state_;
-  std::lock_guard guard(s.tickables_guard);
-  auto gone = [this](std::vector<tickable_object*>& list, bool null_it) {
-    auto found = std::find(list.begin(), list.end(), this);
-    if (found == list.end()) return;
-    if (null_it) {
-      *found = nullptr;
-    } else {
-      list.erase(found);
-    }
-  };
-  gone(s.tickables, s.ticking_tickables);
-  gone(s.arrived, false);
+  bool during_pass = false;
+  {
+    std::lock_guard guard(s.tickables_guard);
+    // Off the game thread during the pass, the pass may be calling it or about to: its
+    // subclass is gone already, which no guard in this base can prevent.
+    during_pass = s.ticking_tickables && !s.on_game_thread();
+    auto gone = [this](std::vector<tickable_object*>& list, bool null_it) {
+      auto found = std::find(list.begin(), list.end(), this);
+      if (found == list.end()) return;
+      if (null_it) {
+        *found = nullptr;
+      } else {
+        list.erase(found);
+      }
+    };
+    gone(s.tickables, s.ticking_tickables);
+    gone(s.arrived, false);
+  }
+  if (during_pass) {
+    std::ostringstream text;
+    text << "tickable_object: destroyed on thread " << std::this_thread::get_id()
+         << " while its world's tickables tick on the game thread; destroy it on the game thread, or "
+            "elsewhere outside world::tick's tickables pass";
+    report_misuse(text.str());
+  }
 }
 
 bool tickable_object::is_tickable() const { return true; }
