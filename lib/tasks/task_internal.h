@@ -1,4 +1,4 @@
-// Private to lib/: what task.cpp, task_wait.cpp and pipe.cpp share.
+// Private to lib/: what the task files (task*.cpp, wait*.cpp, pipe.cpp) share.
 #pragma once
 
 #include "../scheduler/scheduler_impl.h"
@@ -33,8 +33,20 @@ class ready_loop {
   ready_loop(const ready_loop&) = delete;
   ready_loop& operator=(const ready_loop&) = delete;
 
-  // lock_released acts on what removing a lock of `task` left.
-  void lock_released(task_base* task, unlock_outcome left) noexcept;
+  // lock_released acts on what removing a lock of `task` left. The caller holds a reference
+  // to `task` (or, as join_pipe, the lock that keeps it from running): with locks left, it
+  // is read again here. Only its flags: with a prerequisite's lock left, another thread may
+  // remove that lock, run the body and add `extras` meanwhile (reading `extras` here would
+  // race with that); the piped flag was set before anyone could reach the task, and a piped
+  // task left with 1 lock holds only its pipe's, which is ours. Inline: a launch or trigger
+  // goes straight to ready.
+  void lock_released(task_base* task, unlock_outcome left) noexcept {
+    if (left == unlock_outcome::ready) {
+      ready(task);
+    } else if (left == unlock_outcome::one_lock_left && task->has_flag(piped)) {
+      join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
+    }
+  }
 
   // completed queues `task` for completion; with `drop_reference`, one reference the
   // caller held is released after it.
@@ -101,6 +113,33 @@ class no_worker_nap {
   static constexpr std::chrono::nanoseconds longest = std::chrono::milliseconds(2);
   std::chrono::nanoseconds nap_ = shortest;
 };
+
+// destroy_task frees a task whose last reference is gone (the caller held it): warns of an
+// exception nobody looked at, drops what it still holds, frees its extras and its block.
+void destroy_task(task_base* task) noexcept;
+
+// reference_mask picks the reference count out of task_base::references (the handles are
+// counted above it).
+inline constexpr std::uint64_t reference_mask = 0xffff'ffffu;
+
+// drop_reference_inline is drop_reference expanded where it is called: run_queued and the
+// ready loop drop one or two references for every task they run, where a call shows.
+inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noexcept {
+  // acquire: pairs with the release half of every other owner's drop; the sole owner
+  // destroys without a read-modify-write (nobody can add a reference without holding one)
+  if (task->references.load(std::memory_order_acquire) == count * task_base::one_reference) {
+    destroy_task(task);
+    return;
+  }
+  // acq_rel: the last releaser sees every other owner's writes before destroying
+  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
+    destroy_task(task);
+  }
+}
+
+// enqueue_ready queues a ready task where it runs: its scheduler's workers or its named
+// thread; to nobody, completing it as never run, once its scheduler is destroyed.
+void enqueue_ready(task_base* task) noexcept;
 
 // owner_of is the scheduler `task` belongs to.
 inline scheduler::impl* owner_of(const task_base* task) noexcept { return scheduler_slot::at(task->owner_index); }
