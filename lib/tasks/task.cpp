@@ -126,7 +126,7 @@ bool run_queued(work_item* item, work_action action) noexcept {
   next_task current{task, task->state.try_begin()};
   if (!began(current.claim)) {
     drop_reference_inline(task);  // the reference the queue (or the slot) held
-    return false;          // a waiter retracted it: this queue entry ran nothing
+    return false;                 // a waiter retracted it: this queue entry ran nothing
   }
   while (current.task != nullptr) {
     next_task next;
@@ -154,9 +154,9 @@ bool run_queued(work_item* item, work_action action) noexcept {
   return true;
 }
 
-constinit thread_local running_frame* innermost_running = nullptr;
-
 // --- running -----------------------------------------------------------------------------
+
+constinit thread_local running_frame* innermost_running = nullptr;
 
 void run_body(task_base* task, begin_outcome began) noexcept {
   if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
@@ -231,6 +231,8 @@ magpie::pipe* current_pipe() noexcept {
   return task != nullptr && task->extras != nullptr ? task->extras->pipe : nullptr;
 }
 
+// --- the ready loop ----------------------------------------------------------------------
+
 bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
   // A task finished open (lib/tasks/wait_retraction.cpp, finish_open) is complete with its list still
@@ -238,8 +240,6 @@ bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (prerequisite->state.has_finished_after_announcing()) ready_loop(nullptr).close_left_open(prerequisite);
   return true;
 }
-
-// --- the ready loop ----------------------------------------------------------------------
 
 void ready_loop::join_pipe(task_base* task) noexcept {
   std::atomic<task_base*>& last = pipe_access::last(*task->extras->pipe);

@@ -14,7 +14,6 @@ namespace {
 
 using tracing::event_kind;
 
-
 // trace_launch records a launch: its name, priority and named thread, and an edge from
 // each of its prerequisites (`count` of them in `prerequisites`, else its own groups').
 // Before the launch takes effect: from then on the task may run at once.

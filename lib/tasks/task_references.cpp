@@ -1,5 +1,6 @@
-// Task memory and references: the extras and edge blocks, handles and references, and the
-// destruction that the last of them to go performs.
+// Task memory and references: the extras and edge blocks, handles and references, the
+// destruction that the last of them to go performs, and the report of a call made through
+// an invalid handle.
 #include "task_internal.h"
 #include "../scheduler/task_census.h"
 
