@@ -93,7 +93,7 @@ bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) 
 part_outcome give_up_on(task_base* task, begin_outcome began) noexcept {
   if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   task->apply(task_op::drop_body);
-  task->ensure_extras().exception =
+  ensure_extras_inline(task).exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
   // As end_body: before the part that may complete it goes (nothing nested: it never ran).
@@ -224,7 +224,7 @@ task_base* running_task_awaited_by(const task_base* task) noexcept {
   return nullptr;
 }
 
-task_base* current_task() noexcept { return innermost_running != nullptr ? innermost_running->task : nullptr; }
+task_base* current_task() noexcept { return current_task_inline(); }
 
 magpie::pipe* current_pipe() noexcept {
   task_base* task = current_task();
@@ -233,17 +233,11 @@ magpie::pipe* current_pipe() noexcept {
 
 // --- the ready loop ----------------------------------------------------------------------
 
-bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
-  if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
-  // A task finished open (lib/tasks/wait_retraction.cpp, finish_open) is complete with its list still
-  // open: whichever of its completer and us sees the other closes the list.
-  if (prerequisite->state.has_finished_after_announcing()) ready_loop(nullptr).close_left_open(prerequisite);
-  return true;
-}
+void close_finished_open(task_base* prerequisite) noexcept { ready_loop(nullptr).close_left_open(prerequisite); }
 
 void ready_loop::join_pipe(task_base* task) noexcept {
   std::atomic<task_base*>& last = pipe_access::last(*task->extras->pipe);
-  add_reference(task);  // the slot's
+  add_reference_inline(task);  // the slot's
   // acq_rel: we take over the slot's reference to the previous task (acquire) and publish
   // ours (release) to the next joiner
   task_base* previous = last.exchange(task, std::memory_order_acq_rel);
@@ -261,7 +255,7 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   // thread holds a reference of its own over the push: once linked, the task may run,
   // complete and drop the link's while the push still looks at `previous`.
   std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;
-  add_reference(previous);
+  add_reference_inline(previous);
   predecessor.store(previous, std::memory_order_release);  // release: pairs with the retracting waiter's exchange
   const bool linked = push_subsequent(previous, &edge);
   if (!linked) {

@@ -65,7 +65,7 @@ class ready_loop {
   }
 
   // close_left_open closes the subsequent list of a task finished open by the waiter that
-  // took it back (lib/tasks/task_wait.cpp, finish_open), and releases what it held:
+  // took it back (lib/tasks/wait_retraction.cpp, finish_open), and releases what it held:
   // nothing when another thread closed it first. Then drains.
   void close_left_open(task_base* task) noexcept {
     release_subsequents(task->subsequents.close());
@@ -122,8 +122,15 @@ void destroy_task(task_base* task) noexcept;
 // counted above it).
 inline constexpr std::uint64_t reference_mask = 0xffff'ffffu;
 
-// drop_reference_inline is drop_reference expanded where it is called: run_queued and the
-// ready loop drop one or two references for every task they run, where a call shows.
+// The *_inline functions are task_base.h's out-of-line ones (add_reference, drop_reference,
+// task_base::ensure_extras, edge_group::create_alone and destroy_alone, current_task)
+// expanded where they are called: the task files use them for every task, edge or nested
+// task they handle, where a call shows. The out-of-line ones are defined by them.
+
+inline void add_reference_inline(task_base* task) noexcept {
+  task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
+}
+
 inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noexcept {
   // acquire: pairs with the release half of every other owner's drop; the sole owner
   // destroys without a read-modify-write (nobody can add a reference without holding one)
@@ -135,6 +142,21 @@ inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noex
   if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
     destroy_task(task);
   }
+}
+
+inline task_extras& ensure_extras_inline(task_base* task) {
+  if (task->extras == nullptr) task->extras = new (allocate_task(sizeof(task_extras))) task_extras();
+  return *task->extras;
+}
+
+inline edge_group* create_edge_group_inline(std::size_t count) {
+  return edge_group::place_before(static_cast<unsigned char*>(allocate_task(edge_group::bytes(count))) +
+                                      edge_group::bytes(count),
+                                  count);
+}
+
+inline void destroy_edge_group_inline(edge_group* group) noexcept {
+  free_task(group->edges(), edge_group::bytes(group->count));
 }
 
 // enqueue_ready queues a ready task where it runs: its scheduler's workers or its named
@@ -161,10 +183,17 @@ void drop_prerequisite_references(task_base* task) noexcept;
 
 // push_subsequent adds `edge` to `prerequisite`'s subsequent list: false, and nothing
 // added, once the prerequisite completed (the caller removes the edge's lock itself). A
-// prerequisite finished open (lib/tasks/task_wait.cpp, finish_open) still has its list open; a push
-// then closes it and releases everything in it, this edge included, and returns true.
-// The caller holds a reference to `prerequisite`.
-bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
+// prerequisite finished open (lib/tasks/wait_retraction.cpp, finish_open) still has its
+// list open: whichever of its completer and us sees the other closes the list
+// (close_finished_open), which releases everything in it, this edge included; then it
+// returns true. The caller holds a reference to `prerequisite`. Inline: a launch, a pipe's
+// join and add_nested push for every edge.
+void close_finished_open(task_base* prerequisite) noexcept;
+inline bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
+  if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
+  if (prerequisite->state.has_finished_after_announcing()) close_finished_open(prerequisite);
+  return true;
+}
 
 // body_failure is what a task with has_exception holds: its body's exception, or, for a
 // task skipped by its canceled token (which stores none: hold_canceled), task_canceled
@@ -216,6 +245,10 @@ struct running_frame {
   unsigned depth;  // how many bodies run on this thread's stack, this one included
 };
 extern constinit thread_local running_frame* innermost_running;
+
+inline task_base* current_task_inline() noexcept {
+  return innermost_running != nullptr ? innermost_running->task : nullptr;
+}
 
 // running_task_awaited_by is the task this thread is running (innermost first) that
 // `task` depends on, or nullptr: waiting for `task` here could never end.

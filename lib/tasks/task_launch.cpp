@@ -91,7 +91,7 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
       continue;
     }
     edge->prerequisite = prerequisite;
-    add_reference(prerequisite);  // kept until this task starts
+    add_reference_inline(prerequisite);  // kept until this task starts
     if (!push_subsequent(prerequisite, edge)) ++already_complete;
   }
   return already_complete;
@@ -130,7 +130,7 @@ void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t
 // --- launch, trigger ---------------------------------------------------------------------
 
 void enter_pipe(task_base* task, magpie::pipe* into) noexcept {
-  task->ensure_extras().pipe = into;
+  ensure_extras_inline(task).pipe = into;
   task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
   task->state.add_locks(1, exclusive_access);  // the pipe's lock; nothing links to the task yet
   pipe_access::task_added(*into);

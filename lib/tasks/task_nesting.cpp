@@ -9,7 +9,7 @@
 namespace magpie::detail {
 
 void add_nested(task_base* nested) noexcept {
-  task_base* parent = current_task();
+  task_base* parent = current_task_inline();
   if (parent == nullptr) {
     report(diagnostic_kind::misuse, std::string("add_nested('") + nested->name +
                                         "') called outside a running task; ignored");
@@ -28,23 +28,23 @@ void add_nested(task_base* nested) noexcept {
                                         "' as nested, which waits for it: a dependency cycle; ignored");
     return;
   }
-  edge_group* group = edge_group::create_alone(1);
+  edge_group* group = create_edge_group_inline(1);
   task_edge* edge = new (group->edges()) task_edge();
   edge->subsequent = parent;
   edge->prerequisite = nested;
   edge->kind = edge_kind::nested;
-  add_reference(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
-  add_reference(parent);  // the edge's: the parent may complete after its body returns
+  add_reference_inline(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
+  add_reference_inline(parent);  // the edge's: the parent may complete after its body returns
   parent->state.add_nested_part();
   tracing::trace_point(tracing::task, tracing::event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
                        static_cast<std::uint32_t>(edge_kind::nested));
-  task_extras& extras = parent->ensure_extras();
+  task_extras& extras = ensure_extras_inline(parent);
   group->next = extras.nested;
   extras.nested = group;
   if (!push_subsequent(nested, edge)) {
     hand_on_exception(nested, parent);
     static_cast<void>(parent->state.end_part());  // parts_remain: the body still holds its part
-    drop_reference(parent);
+    drop_reference_inline(parent);
   }
 }
 
@@ -74,8 +74,8 @@ void drop_nested_hold(task_extras& extras) noexcept {
   if (extras.nested_holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   for (edge_group* group = extras.nested; group != nullptr;) {  // every nested task has completed
     edge_group* next = group->next;
-    drop_reference(group->edges()->prerequisite);
-    edge_group::destroy_alone(group);
+    drop_reference_inline(group->edges()->prerequisite);
+    destroy_edge_group_inline(group);
     group = next;
   }
   extras.nested = nullptr;

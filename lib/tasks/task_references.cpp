@@ -83,18 +83,11 @@ void destroy_task(task_base* task) noexcept {
   task->apply(task_op::destroy);
 }
 
-task_extras& task_base::ensure_extras() {
-  if (extras == nullptr) extras = new (allocate_task(sizeof(task_extras))) task_extras();
-  return *extras;
-}
+task_extras& task_base::ensure_extras() { return ensure_extras_inline(this); }
 
-edge_group* edge_group::create_alone(std::size_t count) {
-  return place_before(static_cast<unsigned char*>(allocate_task(bytes(count))) + bytes(count), count);
-}
+edge_group* edge_group::create_alone(std::size_t count) { return create_edge_group_inline(count); }
 
-void edge_group::destroy_alone(edge_group* group) noexcept {
-  free_task(group->edges(), bytes(group->count));
-}
+void edge_group::destroy_alone(edge_group* group) noexcept { destroy_edge_group_inline(group); }
 
 void add_handle(task_base* task) noexcept {
   task->references.fetch_add(task_base::one_handle, std::memory_order_relaxed);  // relaxed: the copier already holds one
@@ -145,9 +138,7 @@ void drop_handle(task_base* task) noexcept {
   drop_reference(task, left_to_handles ? 2 : 1);
 }
 
-void add_reference(task_base* task) noexcept {
-  task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
-}
+void add_reference(task_base* task) noexcept { add_reference_inline(task); }
 
 void drop_reference(task_base* task, std::uint32_t count) noexcept { drop_reference_inline(task, count); }
 
