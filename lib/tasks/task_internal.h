@@ -188,6 +188,9 @@ void drop_prerequisite_references(task_base* task) noexcept;
 // (close_finished_open), which releases everything in it, this edge included; then it
 // returns true. The caller holds a reference to `prerequisite`. Inline: a launch, a pipe's
 // join and add_nested push for every edge.
+//
+// close_finished_open is push_subsequent's rare path, out of line: it closes the list of a
+// prerequisite finished open and releases what the list held, in a ready loop of its own.
 void close_finished_open(task_base* prerequisite) noexcept;
 inline bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
   if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
@@ -246,6 +249,8 @@ struct running_frame {
 };
 extern constinit thread_local running_frame* innermost_running;
 
+// current_task_inline is current_task expanded (as the *_inline functions above): the task
+// this thread runs innermost, or nullptr.
 inline task_base* current_task_inline() noexcept {
   return innermost_running != nullptr ? innermost_running->task : nullptr;
 }

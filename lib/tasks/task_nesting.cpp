@@ -8,6 +8,10 @@
 
 namespace magpie::detail {
 
+namespace {
+using tracing::event_kind;
+}  // namespace
+
 void add_nested(task_base* nested) noexcept {
   task_base* parent = current_task_inline();
   if (parent == nullptr) {
@@ -36,7 +40,7 @@ void add_nested(task_base* nested) noexcept {
   add_reference_inline(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
   add_reference_inline(parent);  // the edge's: the parent may complete after its body returns
   parent->state.add_nested_part();
-  tracing::trace_point(tracing::task, tracing::event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
+  tracing::trace_point(tracing::task, event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
                        static_cast<std::uint32_t>(edge_kind::nested));
   task_extras& extras = ensure_extras_inline(parent);
   group->next = extras.nested;
