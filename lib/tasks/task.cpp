@@ -1,115 +1,23 @@
-// The task state machine: references, prerequisites, launch, execution, completion.
-// Waiting lives in task_wait.cpp, retraction in wait_retraction.cpp, pipes in pipe.cpp.
+// Running and completing tasks: the scheduler's entry (run_queued), a body's run and its
+// parts, and the ready loop, which turns a completion into the scheduling and completion of
+// what it releases. Launching is in task_launch.cpp, references in task_references.cpp,
+// nested tasks in task_nesting.cpp, waiting in task_wait.cpp, retraction in
+// wait_retraction.cpp, pipes in pipe.cpp.
 #include "task_internal.h"
-#include "../scheduler/task_census.h"
 
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
 #include <magpie/task.h>
 
-#include <array>
 #include <cstdlib>
 #include <exception>
 #include <string>
-#include <vector>
 
 namespace magpie::detail {
 
 namespace {
 
 using tracing::event_kind;
-
-// trace_launch records a launch: its name, priority and named thread, and an edge from
-// each of its prerequisites (`count` of them in `prerequisites`, else its own groups').
-// Before the launch takes effect: from then on the task may run at once.
-void trace_launch(const task_base* task, task_base* const* prerequisites = nullptr, std::size_t count = 0) noexcept {
-  if (!tracing::on(tracing::task)) [[likely]] {
-    return;
-  }
-  tracing::record(event_kind::task_launched, task, task->name, 0,
-                  static_cast<std::uint32_t>(task->task_priority()) | std::uint32_t{task->target} << 8);
-  auto edge_from = [task](const task_base* prerequisite) {
-    if (prerequisite != nullptr) {
-      tracing::record(event_kind::task_edge, task, nullptr, reinterpret_cast<std::uintptr_t>(prerequisite),
-                      static_cast<std::uint32_t>(edge_kind::prerequisite));
-    }
-  };
-  for (std::size_t i = 0; i < count; ++i) edge_from(prerequisites[i]);
-  if (prerequisites != nullptr) return;
-  for (const edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
-    for (std::uint32_t i = 0; i < group->count; ++i) edge_from(group->edges()[i].prerequisite);
-  }
-}
-
-constexpr std::uint64_t reference_mask = 0xffff'ffffu;
-
-// report_unobserved_exception warns that `task` threw and nobody looked. Cold and out of
-// line, as every diagnostic on a hot path: the path keeps a small frame.
-[[gnu::cold, gnu::noinline]] void report_unobserved_exception(const task_base* task) noexcept {
-  std::string what = "unknown exception";
-  try {
-    std::rethrow_exception(failure_of(task));
-  } catch (const std::exception& error) {
-    what = error.what();
-  } catch (...) {
-  }
-  report(diagnostic_kind::unhandled_exception,
-         std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
-         severity::warning);
-}
-
-void destroy(task_base* task) noexcept {
-  if ((task->flags.load(std::memory_order_acquire) & (has_exception | nested_exception)) != 0 &&  // acquire: as has_flag
-      !task->has_flag(exception_observed)) {
-    report_unobserved_exception(task);
-  }
-  // A task that never started still holds its prerequisites. As the last owner, nobody can
-  // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
-  if (prerequisite_groups(task) != nullptr && task->state.still_holds_prerequisites()) {
-    drop_prerequisite_references(task);
-  }
-  // A task's own group goes with its block; an event's groups and when_any's are alone.
-  if (task_extras* extras = task->extras) {
-    // relaxed: the last owner's acquire of the reference count ordered every earlier write
-    if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) drop_reference(predecessor);
-    for (edge_group* list : {extras->prerequisites, extras->owned}) {
-      while (list != nullptr) {
-        edge_group* next = list->next;
-        edge_group::destroy_alone(list);
-        list = next;
-      }
-    }
-    extras->~task_extras();
-    free_task(extras, sizeof(task_extras));
-  }
-  count_destroyed(task->owner_index);
-  task->apply(task_op::destroy);
-}
-
-// only_abandoned_coroutines_wait: every task waiting for the untriggered `event`, whose
-// last handle is gone, resumes a coroutine its scheduler's shutdown abandoned. Triggering it
-// then runs nothing, and frees them and it. Without handles nobody can push to its list,
-// and nobody can complete it: the walk is safe.
-bool only_abandoned_coroutines_wait(task_base* event) noexcept {
-  for (task_edge* edge = event->subsequents.newest_while_open(); edge != nullptr;
-       edge = subsequent_list<task_edge>::next_of(edge)) {
-    if (edge->kind != edge_kind::prerequisite || !is_abandoned_resumption(edge->subsequent)) return false;
-  }
-  return true;
-}
-
-// last_handle_dropped: nobody can trigger an untriggered event any more. Out of line:
-// drop_handle is on every task's path, this only on an event's.
-[[gnu::noinline]] void last_handle_dropped(task_base* event) noexcept {
-  if (event->has_flag(triggered)) return;
-  if (!event->subsequents.is_empty() && !event->is_completed() && !only_abandoned_coroutines_wait(event)) {
-    report(diagnostic_kind::never_ran,
-           std::string("task event '") + event->name +
-               "' lost its last handle without trigger(): the tasks waiting for it can never run");
-    return;  // it and its subsequents stay allocated: they are still linked to each other
-  }
-  trigger(event);  // nothing waits for it: let it complete and free itself
-}
 
 // can_run_here says whether a task made ready by what this thread just ran may run next
 // on this thread, skipping the queue: on a worker of its scheduler; on any thread running
@@ -130,8 +38,9 @@ bool can_run_here(const task_base* task) noexcept {
                                          "' became ready after its scheduler was destroyed: it never runs");
 }
 
-// enqueue queues a ready task where it runs: its scheduler's workers or its named thread.
-void enqueue(task_base* task) noexcept {
+}  // namespace
+
+void enqueue_ready(task_base* task) noexcept {
   tracing::trace_point(tracing::task, event_kind::task_scheduled, task);
   scheduler::impl* owner = owner_of(task);
   if (scheduler_slot::is_retired(owner)) {
@@ -144,6 +53,8 @@ void enqueue(task_base* task) noexcept {
                                target_is_high(task->target));
   }
 }
+
+namespace {
 
 // waiter_flagged is the look for a blocked waiter by a thread that just made the task
 // ready (its last unlock) or complete (its close): the changer's half of the Dekker pairing
@@ -158,7 +69,7 @@ bool waiter_flagged(const task_base* task) noexcept {
 void schedule(task_base* task) noexcept {
   // Read before the push: once queued, the task may run and be freed at any moment.
   bool wake_waiter = waiter_flagged(task);
-  enqueue(task);
+  enqueue_ready(task);
   // A blocked waiter retries retraction now that the task can run.
   if (wake_waiter) waiters_of(task).notify_all();
 }
@@ -182,7 +93,7 @@ bool is_only_prerequisite(const task_base* prerequisite, const task_base* task) 
 part_outcome give_up_on(task_base* task, begin_outcome began) noexcept {
   if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   task->apply(task_op::drop_body);
-  task->ensure_extras().exception =
+  ensure_extras_inline(task).exception =
       std::make_exception_ptr(task_never_ran(std::string("task '") + task->name + "' never ran"));
   task->flags.fetch_or(has_exception | exception_observed, std::memory_order_relaxed);  // relaxed: published by completion
   // As end_body: before the part that may complete it goes (nothing nested: it never ran).
@@ -207,15 +118,15 @@ bool run_queued(work_item* item, work_action action) noexcept {
   if (action == work_action::discard) {
     const begin_outcome dropped = task->state.try_begin();
     if (began(dropped)) never_ran(task, dropped);
-    drop_reference(task);
+    drop_reference_inline(task);
     return began(dropped);
   }
   // A waiter may have retracted the queued task (run it already): then this entry runs
   // nothing, and says so (a named thread's count of what it ran).
   next_task current{task, task->state.try_begin()};
   if (!began(current.claim)) {
-    drop_reference(task);  // the reference the queue (or the slot) held
-    return false;          // a waiter retracted it: this queue entry ran nothing
+    drop_reference_inline(task);  // the reference the queue (or the slot) held
+    return false;                 // a waiter retracted it: this queue entry ran nothing
   }
   while (current.task != nullptr) {
     next_task next;
@@ -232,9 +143,9 @@ bool run_queued(work_item* item, work_action action) noexcept {
       // A chain's hop: the next task would drop its reference to this one as it starts.
       // Drop it here with the queue's (or the slot's), in one go.
       next.claim = begin_outcome::began;
-      drop_reference(current.task, 2);
+      drop_reference_inline(current.task, 2);
     } else {
-      drop_reference(current.task);  // the reference the queue (or the slot) held
+      drop_reference_inline(current.task);  // the reference the queue (or the slot) held
     }
     current = next;
     // A task the ready loop left in the slot without beginning it is claimed here.
@@ -243,223 +154,9 @@ bool run_queued(work_item* item, work_action action) noexcept {
   return true;
 }
 
-constinit thread_local running_frame* innermost_running = nullptr;
-
-// --- memory and references ---------------------------------------------------------------
-
-task_extras& task_base::ensure_extras() {
-  if (extras == nullptr) extras = new (allocate_task(sizeof(task_extras))) task_extras();
-  return *extras;
-}
-
-edge_group* edge_group::create_alone(std::size_t count) {
-  return place_before(static_cast<unsigned char*>(allocate_task(bytes(count))) + bytes(count), count);
-}
-
-void edge_group::destroy_alone(edge_group* group) noexcept {
-  free_task(group->edges(), bytes(group->count));
-}
-
-void add_handle(task_base* task) noexcept {
-  task->references.fetch_add(task_base::one_handle, std::memory_order_relaxed);  // relaxed: the copier already holds one
-}
-
-void drop_handle(task_base* task) noexcept {
-  // kind is read while the handle still keeps the task alive: once it is dropped, another
-  // thread may release the last reference and free the task.
-  if (task->kind() == task_kind::event) {
-    // The handle becomes a plain reference, held while last_handle_dropped looks at the event.
-    // acq_rel: pairs with the other handle owners' drops, as below
-    std::uint64_t before =
-        task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
-    if ((before >> 32) == 1) last_handle_dropped(task);
-    drop_reference(task);
-    return;
-  }
-  // acquire: pairs with the release half of every other owner's drop. Holding the only
-  // reference, nobody can add one (that takes a reference), so no write is needed.
-  std::uint64_t now = task->references.load(std::memory_order_acquire);
-  if (now == task_base::one_handle) {
-    destroy(task);
-    return;
-  }
-  // The flag saying a waiter left a reference to the handles (retract) is read only while
-  // this handle's reference keeps the task alive: read after letting go, it may be freed.
-  if ((now >> 32) == 1) {
-    // The only handle: nobody can make another (copying takes one), nor leave a reference
-    // to the handles (a waiter does so through a handle it holds), so the flag is settled.
-    bool left_to_handles = task->state.handles_hold_extra_reference();
-    if (left_to_handles && now == task_base::one_handle + task_base::one_reference) {
-      destroy(task);  // and the reference the handles held, which was the last
-      return;
-    }
-    std::uint64_t dropped = task_base::one_handle + (left_to_handles ? task_base::one_reference : 0);
-    // acq_rel: the last dropper sees every other owner's writes before destroying
-    if ((task->references.fetch_sub(dropped, std::memory_order_acq_rel) & reference_mask) == (dropped & reference_mask)) {
-      destroy(task);
-    }
-    return;
-  }
-  // Other handles too: the handle goes, its reference stays until we know whether this was
-  // the last handle after all (the others dropped meanwhile) and so owns the left reference.
-  // acq_rel: orders the flag's store (by the waiter, before its handle's drop) before our look
-  std::uint64_t before =
-      task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
-  bool left_to_handles = (before >> 32) == 1 && task->state.handles_hold_extra_reference();
-  drop_reference(task, left_to_handles ? 2 : 1);
-}
-
-void add_reference(task_base* task) noexcept {
-  task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
-}
-
-void drop_reference(task_base* task, std::uint32_t count) noexcept {
-  // acquire: as in drop_handle, the sole owner destroys without a read-modify-write
-  if (task->references.load(std::memory_order_acquire) == count * task_base::one_reference) {
-    destroy(task);
-    return;
-  }
-  // acq_rel: the last releaser sees every other owner's writes before destroying
-  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
-    destroy(task);
-  }
-}
-
-void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
-                std::uint8_t target) noexcept {
-  task->name = name != nullptr ? name : "";
-  task->kind_and_priority = static_cast<std::uint8_t>((task->kind_and_priority & task_base::has_own_group) |
-                                                     static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
-  task->owner_index = scheduler_access::of(owner).slot.index();
-  task->target = target;
-  count_created(task->owner_index);
-}
-
-// --- prerequisites -----------------------------------------------------------------------
-
-namespace {
-
-// report_cycle reports a prerequisite that would make `task` wait for itself: the task
-// itself (`prerequisite` nullptr), or one that waits for the event `task`. Cold.
-[[gnu::cold, gnu::noinline]] void report_cycle(const task_base* task, const task_base* prerequisite) noexcept {
-  if (prerequisite == nullptr) {
-    report(diagnostic_kind::misuse, std::string("task '") + task->name +
-                                        "' added as its own prerequisite: a dependency cycle; ignored");
-  } else {
-    report(diagnostic_kind::misuse, std::string("task event '") + task->name + "' given prerequisite '" +
-                                        prerequisite->name + "', which waits for the event: a dependency cycle; ignored");
-  }
-}
-
-// link_prerequisites puts `task` in each prerequisite's subsequent list, using `group`'s
-// edges (its locks are already counted), and returns how many were complete or invalid:
-// locks the caller still has to remove.
-std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
-                                 edge_group* group) noexcept {
-  if (task->kind() == task_kind::event) {  // its caller made the extras
-    group->next = task->extras->prerequisites;
-    task->extras->prerequisites = group;
-  }
-  std::uint32_t already_complete = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    task_edge* edge = new (group->edges() + i) task_edge();
-    edge->subsequent = task;
-    task_base* prerequisite = prerequisites[i];
-    if (prerequisite == task) {
-      report_cycle(task, nullptr);
-      prerequisite = nullptr;
-    } else if (prerequisite != nullptr && task->kind() == task_kind::event && depends_on(prerequisite, task)) {
-      // Only an event gains prerequisites once others may wait for it.
-      report_cycle(task, prerequisite);
-      prerequisite = nullptr;
-    }
-    if (prerequisite == nullptr) {  // an invalid handle counts as completed
-      ++already_complete;
-      continue;
-    }
-    edge->prerequisite = prerequisite;
-    add_reference(prerequisite);  // kept until this task starts
-    if (!push_subsequent(prerequisite, edge)) ++already_complete;
-  }
-  return already_complete;
-}
-
-}  // namespace
-
-void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
-                       edge_group* group) noexcept {
-  // A task that is not an event gets its prerequisites once, before anything can reach it:
-  // its lock count is still its own. An event may already be waited for.
-  if (task->kind() == task_kind::event) {
-    task->state.add_locks(static_cast<std::uint32_t>(count));
-  } else {
-    task->state.add_locks(static_cast<std::uint32_t>(count), exclusive_access);
-  }
-  std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
-  // In one go, and never the last: the launch lock is still held.
-  if (already_complete != 0) static_cast<void>(task->state.remove_locks(already_complete));
-}
-
-void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
-                   edge_group* group) noexcept {
-  // The prerequisites' locks stand in for the launch lock: the task cannot become ready
-  // before the last of them goes, and the ones found complete are removed only at the end.
-  trace_launch(task, prerequisites, count);
-  task->state.replace_launch_lock(static_cast<std::uint32_t>(count), exclusive_access);
-  std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
-  chaos::point(chaos::site::task_launch);
-  if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
-  ready_loop loop(nullptr);
-  loop.lock_released(task, task->state.remove_locks(already_complete));
-  loop.drain();
-}
-
-void drop_prerequisite_references(task_base* task) noexcept {
-  for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
-    for (std::uint32_t i = 0; i < group->count; ++i) {
-      if (task_base* prerequisite = group->edges()[i].prerequisite) drop_reference(prerequisite);
-    }
-  }
-}
-
-// --- launch, trigger ---------------------------------------------------------------------
-
-void enter_pipe(task_base* task, magpie::pipe* into) noexcept {
-  task->ensure_extras().pipe = into;
-  task->flags.fetch_or(piped, std::memory_order_relaxed);  // relaxed: published with the task, as its locks
-  task->state.add_locks(1, exclusive_access);  // the pipe's lock; nothing links to the task yet
-  pipe_access::task_added(*into);
-}
-
-void launch_task(task_base* task, magpie::pipe* into) noexcept {
-  trace_launch(task);
-  chaos::point(chaos::site::task_launch);
-  // Exclusive: no prerequisite lists it and no pipe, so no other thread can reach it yet.
-  const bool exclusive = into == nullptr && prerequisite_groups(task) == nullptr;
-  if (exclusive) {
-    task->state.remove_launch_lock(exclusive_access);
-    if (task->kind() == task_kind::queued) {
-      // What the ready loop would do, without it. The handle has not left launch() yet, so
-      // no waiter can be blocked on the task: enqueue, without schedule's waiter check.
-      enqueue(task);
-      return;
-    }
-  }
-  ready_loop loop(nullptr);
-  loop.lock_released(task, exclusive ? unlock_outcome::ready : task->state.remove_locks());
-  loop.drain();
-}
-
-void trigger(task_base* event) noexcept {
-  if (event->set_flag(triggered)) return;  // idempotent, and races are fine
-  ready_loop loop(nullptr);
-  loop.lock_released(event, event->state.remove_locks());
-  loop.drain();
-}
-
-void complete_now(task_base* task) noexcept { trigger(task); }
-
 // --- running -----------------------------------------------------------------------------
+
+constinit thread_local running_frame* innermost_running = nullptr;
 
 void run_body(task_base* task, begin_outcome began) noexcept {
   if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
@@ -527,123 +224,20 @@ task_base* running_task_awaited_by(const task_base* task) noexcept {
   return nullptr;
 }
 
-task_base* current_task() noexcept { return innermost_running != nullptr ? innermost_running->task : nullptr; }
+task_base* current_task() noexcept { return current_task_inline(); }
 
 magpie::pipe* current_pipe() noexcept {
   task_base* task = current_task();
   return task != nullptr && task->extras != nullptr ? task->extras->pipe : nullptr;
 }
 
-scheduler& scheduler_for_free_functions() noexcept {
-  if (scheduler* current = scheduler::current()) return *current;
-  return default_scheduler();
-}
-
-void report_invalid(const char* operation) noexcept {
-  report(diagnostic_kind::misuse, std::string("task::") + operation + " called on an invalid handle");
-}
-
-// --- nested tasks ------------------------------------------------------------------------
-
-void add_nested(task_base* nested) noexcept {
-  task_base* parent = current_task();
-  if (parent == nullptr) {
-    report(diagnostic_kind::misuse, std::string("add_nested('") + nested->name +
-                                        "') called outside a running task; ignored");
-    return;
-  }
-  if ((parent->kind_and_priority & task_base::resumes_coroutine) != 0) [[unlikely]] {
-    nest_in_coroutine(parent, nested);  // lib/forkjoin/coroutine.cpp: the coroutine's task waits for it
-    return;
-  }
-  if (parent == nested) {
-    report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added itself as nested; ignored");
-    return;
-  }
-  if (depends_on(nested, parent)) {
-    report(diagnostic_kind::misuse, std::string("task '") + parent->name + "' added '" + nested->name +
-                                        "' as nested, which waits for it: a dependency cycle; ignored");
-    return;
-  }
-  edge_group* group = edge_group::create_alone(1);
-  task_edge* edge = new (group->edges()) task_edge();
-  edge->subsequent = parent;
-  edge->prerequisite = nested;
-  edge->kind = edge_kind::nested;
-  add_reference(nested);  // for retraction, until the parent's nested list goes (drop_nested_hold)
-  add_reference(parent);  // the edge's: the parent may complete after its body returns
-  parent->state.add_nested_part();
-  tracing::trace_point(tracing::task, event_kind::task_edge, parent, nullptr, reinterpret_cast<std::uintptr_t>(nested),
-                       static_cast<std::uint32_t>(edge_kind::nested));
-  task_extras& extras = parent->ensure_extras();
-  group->next = extras.nested;
-  extras.nested = group;
-  if (!push_subsequent(nested, edge)) {
-    hand_on_exception(nested, parent);
-    static_cast<void>(parent->state.end_part());  // parts_remain: the body still holds its part
-    drop_reference(parent);
-  }
-}
-
-bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
-  if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
-  // A task finished open (lib/tasks/wait_retraction.cpp, finish_open) is complete with its list still
-  // open: whichever of its completer and us sees the other closes the list.
-  if (prerequisite->state.has_finished_after_announcing()) ready_loop(nullptr).close_left_open(prerequisite);
-  return true;
-}
-
-void hand_on_exception(task_base* nested, task_base* parent) noexcept {
-  if (!nested->has_flag(has_exception)) return;  // its completion, which we follow, published it
-  nested->flags.fetch_or(exception_observed, std::memory_order_relaxed);  // relaxed: read by its destroy after the last release
-  // relaxed: only which nested task wins matters; the release below publishes what it wrote
-  if ((parent->flags.fetch_or(nested_exception_claimed, std::memory_order_relaxed) & nested_exception_claimed) != 0) return;
-  parent->extras->nested_exception = body_failure(nested);
-  parent->flags.fetch_or(nested_exception, std::memory_order_release);  // release: pairs with has_flag's acquire
-}
-
-bool try_hold_nested(task_extras& extras) noexcept {
-  std::uint32_t holds = extras.nested_holds.load(std::memory_order_acquire);  // acquire: as the CAS
-  while (holds != 0) {
-    // acquire: the list stays as the body left it until this hold goes
-    if (extras.nested_holds.compare_exchange_weak(holds, holds + 1, std::memory_order_acquire,
-                                                  std::memory_order_acquire)) {  // acquire: as above, on a retry
-      return true;
-    }
-  }
-  return false;
-}
-
-void drop_nested_hold(task_extras& extras) noexcept {
-  // acq_rel: the last holder sees every other holder's reads done before it frees the list
-  if (extras.nested_holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  for (edge_group* group = extras.nested; group != nullptr;) {  // every nested task has completed
-    edge_group* next = group->next;
-    drop_reference(group->edges()->prerequisite);
-    edge_group::destroy_alone(group);
-    group = next;
-  }
-  extras.nested = nullptr;
-}
-
 // --- the ready loop ----------------------------------------------------------------------
 
-// The caller holds a reference to `task` (or, as join_pipe, the lock that keeps it from
-// running): with locks left, it is read again below. Only its flags: with a prerequisite's
-// lock left, another thread may remove that lock, run the body and add `extras` meanwhile
-// (reading `extras` here would race with that); the piped flag was set before anyone could reach
-// the task, and a piped task left with 1 lock holds only its pipe's, which is ours.
-void ready_loop::lock_released(task_base* task, unlock_outcome left) noexcept {
-  if (left == unlock_outcome::ready) {
-    ready(task);
-  } else if (left == unlock_outcome::one_lock_left && task->has_flag(piped)) {
-    join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
-  }
-}
+void close_finished_open(task_base* prerequisite) noexcept { ready_loop(nullptr).close_left_open(prerequisite); }
 
 void ready_loop::join_pipe(task_base* task) noexcept {
   std::atomic<task_base*>& last = pipe_access::last(*task->extras->pipe);
-  add_reference(task);  // the slot's
+  add_reference_inline(task);  // the slot's
   // acq_rel: we take over the slot's reference to the previous task (acquire) and publish
   // ours (release) to the next joiner
   task_base* previous = last.exchange(task, std::memory_order_acq_rel);
@@ -661,15 +255,15 @@ void ready_loop::join_pipe(task_base* task) noexcept {
   // thread holds a reference of its own over the push: once linked, the task may run,
   // complete and drop the link's while the push still looks at `previous`.
   std::atomic<task_base*>& predecessor = task->extras->pipe_predecessor;
-  add_reference(previous);
+  add_reference_inline(previous);
   predecessor.store(previous, std::memory_order_release);  // release: pairs with the retracting waiter's exchange
   const bool linked = push_subsequent(previous, &edge);
   if (!linked) {
     // The previous one already completed: take the link's reference back (unless a waiter
     // holds it just now: then the task's completion or destruction drops it).
-    if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference(back);  // acquire: pairs with a waiter's putting it back
+    if (task_base* back = predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference_inline(back);  // acquire: pairs with a waiter's putting it back
   }
-  drop_reference(previous);
+  drop_reference_inline(previous);
   if (!linked) lock_released(task, task->state.remove_locks());
 }
 
@@ -703,7 +297,7 @@ void ready_loop::ready(task_base* task) noexcept {
             return;
           }
         }
-        drop_reference(task);  // the system's
+        drop_reference_inline(task);  // the system's
       } else {
         schedule(task);
       }
@@ -720,7 +314,7 @@ void settle_extras(task_base* task) noexcept {
   if (extras.nested != nullptr) drop_nested_hold(extras);  // the completion's: the list goes with the last hold
   if (task->has_flag(piped)) {
     // acquire: pairs with join_pipe's store or a waiter's putting it back
-    if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference(predecessor);
+    if (task_base* predecessor = extras.pipe_predecessor.exchange(nullptr, std::memory_order_acquire)) drop_reference_inline(predecessor);
   }
 }
 
@@ -826,8 +420,8 @@ void ready_loop::drain_queued() noexcept {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
     finish(task);
-    if (task->kind() != task_kind::queued) drop_reference(task);  // the system's: events and inline tasks end here
-    if ((tagged & 1u) != 0) drop_reference(task);
+    if (task->kind() != task_kind::queued) drop_reference_inline(task);  // the system's: events and inline tasks end here
+    if ((tagged & 1u) != 0) drop_reference_inline(task);
   }
 }
 
@@ -870,12 +464,12 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
         if (end_part_of(subsequent) == part_outcome::finished) {
           completed(subsequent, true);  // the edge's reference goes after its completion
         } else {
-          drop_reference(subsequent);
+          drop_reference_inline(subsequent);
         }
         break;
       case edge_kind::any:
         if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.remove_locks());
-        drop_reference(subsequent);
+        drop_reference_inline(subsequent);
         break;
     }
     in_order = next;

@@ -1,4 +1,4 @@
-// Private to lib/: what task.cpp, task_wait.cpp and pipe.cpp share.
+// Private to lib/: what the task files (task*.cpp, wait*.cpp, pipe.cpp) share.
 #pragma once
 
 #include "../scheduler/scheduler_impl.h"
@@ -33,8 +33,20 @@ class ready_loop {
   ready_loop(const ready_loop&) = delete;
   ready_loop& operator=(const ready_loop&) = delete;
 
-  // lock_released acts on what removing a lock of `task` left.
-  void lock_released(task_base* task, unlock_outcome left) noexcept;
+  // lock_released acts on what removing a lock of `task` left. The caller holds a reference
+  // to `task` (or, as join_pipe, the lock that keeps it from running): with locks left, it
+  // is read again here. Only its flags: with a prerequisite's lock left, another thread may
+  // remove that lock, run the body and add `extras` meanwhile (reading `extras` here would
+  // race with that); the piped flag was set before anyone could reach the task, and a piped
+  // task left with 1 lock holds only its pipe's, which is ours. Inline: a launch or trigger
+  // goes straight to ready.
+  void lock_released(task_base* task, unlock_outcome left) noexcept {
+    if (left == unlock_outcome::ready) {
+      ready(task);
+    } else if (left == unlock_outcome::one_lock_left && task->has_flag(piped)) {
+      join_pipe(task);  // only the pipe's lock is left (a piped task reaches 1 exactly once)
+    }
+  }
 
   // completed queues `task` for completion; with `drop_reference`, one reference the
   // caller held is released after it.
@@ -53,7 +65,7 @@ class ready_loop {
   }
 
   // close_left_open closes the subsequent list of a task finished open by the waiter that
-  // took it back (lib/tasks/task_wait.cpp, finish_open), and releases what it held:
+  // took it back (lib/tasks/wait_retraction.cpp, finish_open), and releases what it held:
   // nothing when another thread closed it first. Then drains.
   void close_left_open(task_base* task) noexcept {
     release_subsequents(task->subsequents.close());
@@ -102,6 +114,55 @@ class no_worker_nap {
   std::chrono::nanoseconds nap_ = shortest;
 };
 
+// destroy_task frees a task whose last reference is gone (the caller held it): warns of an
+// exception nobody looked at, drops what it still holds, frees its extras and its block.
+void destroy_task(task_base* task) noexcept;
+
+// reference_mask picks the reference count out of task_base::references (the handles are
+// counted above it).
+inline constexpr std::uint64_t reference_mask = 0xffff'ffffu;
+
+// The *_inline functions are task_base.h's out-of-line ones (add_reference, drop_reference,
+// task_base::ensure_extras, edge_group::create_alone and destroy_alone, current_task)
+// expanded where they are called: the task files use them for every task, edge or nested
+// task they handle, where a call shows. The out-of-line ones are defined by them.
+
+inline void add_reference_inline(task_base* task) noexcept {
+  task->references.fetch_add(task_base::one_reference, std::memory_order_relaxed);  // relaxed: the caller already holds one
+}
+
+inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noexcept {
+  // acquire: pairs with the release half of every other owner's drop; the sole owner
+  // destroys without a read-modify-write (nobody can add a reference without holding one)
+  if (task->references.load(std::memory_order_acquire) == count * task_base::one_reference) {
+    destroy_task(task);
+    return;
+  }
+  // acq_rel: the last releaser sees every other owner's writes before destroying
+  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
+    destroy_task(task);
+  }
+}
+
+inline task_extras& ensure_extras_inline(task_base* task) {
+  if (task->extras == nullptr) task->extras = new (allocate_task(sizeof(task_extras))) task_extras();
+  return *task->extras;
+}
+
+inline edge_group* create_edge_group_inline(std::size_t count) {
+  return edge_group::place_before(static_cast<unsigned char*>(allocate_task(edge_group::bytes(count))) +
+                                      edge_group::bytes(count),
+                                  count);
+}
+
+inline void destroy_edge_group_inline(edge_group* group) noexcept {
+  free_task(group->edges(), edge_group::bytes(group->count));
+}
+
+// enqueue_ready queues a ready task where it runs: its scheduler's workers or its named
+// thread; to nobody, completing it as never run, once its scheduler is destroyed.
+void enqueue_ready(task_base* task) noexcept;
+
 // owner_of is the scheduler `task` belongs to.
 inline scheduler::impl* owner_of(const task_base* task) noexcept { return scheduler_slot::at(task->owner_index); }
 
@@ -122,10 +183,20 @@ void drop_prerequisite_references(task_base* task) noexcept;
 
 // push_subsequent adds `edge` to `prerequisite`'s subsequent list: false, and nothing
 // added, once the prerequisite completed (the caller removes the edge's lock itself). A
-// prerequisite finished open (lib/tasks/task_wait.cpp, finish_open) still has its list open; a push
-// then closes it and releases everything in it, this edge included, and returns true.
-// The caller holds a reference to `prerequisite`.
-bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept;
+// prerequisite finished open (lib/tasks/wait_retraction.cpp, finish_open) still has its
+// list open: whichever of its completer and us sees the other closes the list
+// (close_finished_open), which releases everything in it, this edge included; then it
+// returns true. The caller holds a reference to `prerequisite`. Inline: a launch, a pipe's
+// join and add_nested push for every edge.
+//
+// close_finished_open is push_subsequent's rare path, out of line: it closes the list of a
+// prerequisite finished open and releases what the list held, in a ready loop of its own.
+void close_finished_open(task_base* prerequisite) noexcept;
+inline bool push_subsequent(task_base* prerequisite, task_edge* edge) noexcept {
+  if (!prerequisite->subsequents.push_if_not_closed(edge)) return false;
+  if (prerequisite->state.has_finished_after_announcing()) close_finished_open(prerequisite);
+  return true;
+}
 
 // body_failure is what a task with has_exception holds: its body's exception, or, for a
 // task skipped by its canceled token (which stores none: hold_canceled), task_canceled
@@ -177,6 +248,12 @@ struct running_frame {
   unsigned depth;  // how many bodies run on this thread's stack, this one included
 };
 extern constinit thread_local running_frame* innermost_running;
+
+// current_task_inline is current_task expanded (as the *_inline functions above): the task
+// this thread runs innermost, or nullptr.
+inline task_base* current_task_inline() noexcept {
+  return innermost_running != nullptr ? innermost_running->task : nullptr;
+}
 
 // running_task_awaited_by is the task this thread is running (innermost first) that
 // `task` depends on, or nullptr: waiting for `task` here could never end.

@@ -1,0 +1,157 @@
+// Task memory and references: the extras and edge blocks, handles and references, the
+// destruction that the last of them to go performs, and the report of a call made through
+// an invalid handle.
+#include "task_internal.h"
+#include "../scheduler/task_census.h"
+
+#include <magpie/diagnostics.h>
+
+#include <exception>
+#include <string>
+
+namespace magpie::detail {
+
+namespace {
+
+// report_unobserved_exception warns that `task` threw and nobody looked. Cold and out of
+// line, as every diagnostic on a hot path: the path keeps a small frame.
+[[gnu::cold, gnu::noinline]] void report_unobserved_exception(const task_base* task) noexcept {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(failure_of(task));
+  } catch (const std::exception& error) {
+    what = error.what();
+  } catch (...) {
+  }
+  report(diagnostic_kind::unhandled_exception,
+         std::string("task '") + task->name + "' threw and nobody asked for its result: " + what,
+         severity::warning);
+}
+
+// only_abandoned_coroutines_wait: every task waiting for the untriggered `event`, whose
+// last handle is gone, resumes a coroutine its scheduler's shutdown abandoned. Triggering it
+// then runs nothing, and frees them and it. Without handles nobody can push to its list,
+// and nobody can complete it: the walk is safe.
+bool only_abandoned_coroutines_wait(task_base* event) noexcept {
+  for (task_edge* edge = event->subsequents.newest_while_open(); edge != nullptr;
+       edge = subsequent_list<task_edge>::next_of(edge)) {
+    if (edge->kind != edge_kind::prerequisite || !is_abandoned_resumption(edge->subsequent)) return false;
+  }
+  return true;
+}
+
+// last_handle_dropped: nobody can trigger an untriggered event any more. Out of line:
+// drop_handle is on every task's path, this only on an event's.
+[[gnu::noinline]] void last_handle_dropped(task_base* event) noexcept {
+  if (event->has_flag(triggered)) return;
+  if (!event->subsequents.is_empty() && !event->is_completed() && !only_abandoned_coroutines_wait(event)) {
+    report(diagnostic_kind::never_ran,
+           std::string("task event '") + event->name +
+               "' lost its last handle without trigger(): the tasks waiting for it can never run");
+    return;  // it and its subsequents stay allocated: they are still linked to each other
+  }
+  trigger(event);  // nothing waits for it: let it complete and free itself
+}
+
+}  // namespace
+
+void destroy_task(task_base* task) noexcept {
+  if ((task->flags.load(std::memory_order_acquire) & (has_exception | nested_exception)) != 0 &&  // acquire: as has_flag
+      !task->has_flag(exception_observed)) {
+    report_unobserved_exception(task);
+  }
+  // A task that never started still holds its prerequisites. As the last owner, nobody can
+  // claim them meanwhile: a load will do, not claim_prerequisites' read-modify-write.
+  if (prerequisite_groups(task) != nullptr && task->state.still_holds_prerequisites()) {
+    drop_prerequisite_references(task);
+  }
+  // A task's own group goes with its block; an event's groups and when_any's are alone.
+  if (task_extras* extras = task->extras) {
+    // relaxed: the last owner's acquire of the reference count ordered every earlier write
+    if (task_base* predecessor = extras->pipe_predecessor.load(std::memory_order_relaxed)) drop_reference(predecessor);
+    for (edge_group* list : {extras->prerequisites, extras->owned}) {
+      while (list != nullptr) {
+        edge_group* next = list->next;
+        edge_group::destroy_alone(list);
+        list = next;
+      }
+    }
+    extras->~task_extras();
+    free_task(extras, sizeof(task_extras));
+  }
+  count_destroyed(task->owner_index);
+  task->apply(task_op::destroy);
+}
+
+task_extras& task_base::ensure_extras() { return ensure_extras_inline(this); }
+
+edge_group* edge_group::create_alone(std::size_t count) { return create_edge_group_inline(count); }
+
+void edge_group::destroy_alone(edge_group* group) noexcept { destroy_edge_group_inline(group); }
+
+void add_handle(task_base* task) noexcept {
+  task->references.fetch_add(task_base::one_handle, std::memory_order_relaxed);  // relaxed: the copier already holds one
+}
+
+void drop_handle(task_base* task) noexcept {
+  // kind is read while the handle still keeps the task alive: once it is dropped, another
+  // thread may release the last reference and free the task.
+  if (task->kind() == task_kind::event) {
+    // The handle becomes a plain reference, held while last_handle_dropped looks at the event.
+    // acq_rel: pairs with the other handle owners' drops, as below
+    std::uint64_t before =
+        task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
+    if ((before >> 32) == 1) last_handle_dropped(task);
+    drop_reference(task);
+    return;
+  }
+  // acquire: pairs with the release half of every other owner's drop. Holding the only
+  // reference, nobody can add one (that takes a reference), so no write is needed.
+  std::uint64_t now = task->references.load(std::memory_order_acquire);
+  if (now == task_base::one_handle) {
+    destroy_task(task);
+    return;
+  }
+  // The flag saying a waiter left a reference to the handles (retract) is read only while
+  // this handle's reference keeps the task alive: read after letting go, it may be freed.
+  if ((now >> 32) == 1) {
+    // The only handle: nobody can make another (copying takes one), nor leave a reference
+    // to the handles (a waiter does so through a handle it holds), so the flag is settled.
+    bool left_to_handles = task->state.handles_hold_extra_reference();
+    if (left_to_handles && now == task_base::one_handle + task_base::one_reference) {
+      destroy_task(task);  // and the reference the handles held, which was the last
+      return;
+    }
+    std::uint64_t dropped = task_base::one_handle + (left_to_handles ? task_base::one_reference : 0);
+    // acq_rel: the last dropper sees every other owner's writes before destroying
+    if ((task->references.fetch_sub(dropped, std::memory_order_acq_rel) & reference_mask) == (dropped & reference_mask)) {
+      destroy_task(task);
+    }
+    return;
+  }
+  // Other handles too: the handle goes, its reference stays until we know whether this was
+  // the last handle after all (the others dropped meanwhile) and so owns the left reference.
+  // acq_rel: orders the flag's store (by the waiter, before its handle's drop) before our look
+  std::uint64_t before =
+      task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
+  bool left_to_handles = (before >> 32) == 1 && task->state.handles_hold_extra_reference();
+  drop_reference(task, left_to_handles ? 2 : 1);
+}
+
+void add_reference(task_base* task) noexcept { add_reference_inline(task); }
+
+void drop_reference(task_base* task, std::uint32_t count) noexcept { drop_reference_inline(task, count); }
+
+void drop_prerequisite_references(task_base* task) noexcept {
+  for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
+    for (std::uint32_t i = 0; i < group->count; ++i) {
+      if (task_base* prerequisite = group->edges()[i].prerequisite) drop_reference(prerequisite);
+    }
+  }
+}
+
+void report_invalid(const char* operation) noexcept {
+  report(diagnostic_kind::misuse, std::string("task::") + operation + " called on an invalid handle");
+}
+
+}  // namespace magpie::detail
