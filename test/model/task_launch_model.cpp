@@ -1,4 +1,4 @@
-// Relacy model of launch_behind (lib/tasks/task.cpp) on include/magpie/detail/task_state.h and
+// Relacy model of launch_behind (lib/tasks/task_launch.cpp) on include/magpie/detail/task_state.h and
 // the subsequent list: task X is launched behind prerequisites P and Q, whose locks stand
 // in for X's launch lock.
 //   thread 0: replace_launch_lock(2), links X to P and to Q, then removes the locks of

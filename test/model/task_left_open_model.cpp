@@ -1,5 +1,5 @@
 // Relacy model of a task's completion without a close (lib/tasks/wait_retraction.cpp, finish_open;
-// lib/tasks/task.cpp, push_subsequent): a waiter that took a task back off its own deque begins
+// lib/tasks/task_internal.h, push_subsequent): a waiter that took a task back off its own deque begins
 // it finishes_open and, when nothing came meanwhile, leaves its subsequent list open. Its
 // "finished" store completes the task; a light barrier orders that store before the
 // completer's looks, and a thread that came while the body ran makes the heavy barrier

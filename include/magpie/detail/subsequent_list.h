@@ -46,7 +46,7 @@ class subsequent_list {
       node->hook.next.store(head, std::memory_order_relaxed);  // relaxed: published by the release CAS
     // seq_cst on success: the release half pairs with close()'s acquire (the closer sees the
     // node whole), and seq_cst orders the push before the pusher's next look at the task
-    // (task_state::has_finished, lib/tasks/task.cpp push_subsequent), which the completer of a
+    // (task_state::has_finished, push_subsequent in lib/tasks/task_internal.h), which the completer of a
     // task whose list it leaves open pairs with by a fence (no dearer than acq_rel on x86
     // and ARMv8: both are one locked or exclusive-pair instruction); acquire on failure: as
     // the load above, when the CAS reads "closed"
@@ -68,7 +68,7 @@ class subsequent_list {
 
   // close_unshared is close() for a caller who knows that no push can race with it: a load
   // and a store instead of a locked exchange. (A task whose handles are all gone: every
-  // pusher needs one, lib/tasks/task.cpp.) Not for a list anyone may still push to.
+  // pusher needs one, lib/tasks/task_references.cpp.) Not for a list anyone may still push to.
   Node* close_unshared() noexcept {
     Node* taken = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
     // release: pairs with is_closed's and a late pusher's acquire (a completed task's result)

@@ -17,7 +17,7 @@
 // task as a prerequisite, until that subsequent starts; the edge of each nested task, on
 // its parent, until the nested task completes; a pipe's "last task" slot.
 //
-// Everything that is not a template lives in lib/tasks/task.cpp.
+// Everything that is not a template lives in lib/tasks/task*.cpp.
 #pragma once
 
 #include <magpie/detail/subsequent_list.h>
@@ -86,7 +86,7 @@ struct edge_group {
     return group;
   }
 
-  // create_alone / destroy_alone: a group in a pool block of its own (lib/tasks/task.cpp).
+  // create_alone / destroy_alone: a group in a pool block of its own (lib/tasks/task_references.cpp).
   static edge_group* create_alone(std::size_t count);
   static void destroy_alone(edge_group* group) noexcept;
 };
@@ -223,7 +223,7 @@ struct task_with_result : task_base {
 template <>
 struct task_with_result<void> : task_base {};
 
-// --- lib/tasks/task.cpp -------------------------------------------------------------------------
+// --- lib/tasks/task*.cpp ------------------------------------------------------------------------
 
 // memory: every task block comes from the task pool; `bytes` is recorded for the free.
 inline void* allocate_task(std::size_t bytes) { return task_pool::allocate(bytes); }

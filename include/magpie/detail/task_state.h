@@ -19,7 +19,7 @@
 //     barrier before it looks again (has_finished_after_announcing).
 //   * reference_left_to_handles (bit 29): set after completion: a waiter that ran the task
 //     after taking it back left the queue's reference to the handles, and the last handle
-//     dropped releases it too (lib/tasks/task.cpp, drop_handle).
+//     dropped releases it too (lib/tasks/task_references.cpp, drop_handle).
 //
 // Exclusive access. Several moves have a cheap form (a plain store instead of a
 // read-modify-write) for a thread that alone can write the word: before the task is linked
