@@ -41,7 +41,8 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 //                 scheduler (above); blocks inside a blocking_scope, so a standby takes its
 //                 place.
 //   named_thread  a thread attached as a named thread: first runs one item of its own
-//                 queues (work only it may run may be what the wait needs); a task bound to
+//                 queues (work only it may run may be what the wait needs), a queue an outer
+//                 call on this thread is processing included (run_own_item); a task bound to
 //                 it needs nothing more (retraction ran it if it could); blocked, a send to
 //                 its queues wakes it.
 //   outside       any other thread (of no scheduler, or of another one): helps with nothing
@@ -50,6 +51,46 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 // scheduler's queued work (nobody else will run it), and its blocks are naps after which it
 // helps again (no_worker_nap): the workerless policy.
 enum class waiter_role : std::uint8_t { pool_worker, named_thread, outside };
+
+// may_reenter_own_queue: a named thread's wait may run an item of a queue that an outer call
+// on this thread is processing (process_until_idle, or the item a wait of its own runs):
+// only the attached thread claims its queues, so a claimed one is this thread's, and a wait
+// that passed it over could wait for ever for what lies there (a coroutine's resumption
+// sent back to this thread). Each such item runs above the waiting body, so this stops at
+// max_running_depth bodies on the stack; past that the wait blocks.
+bool may_reenter_own_queue() noexcept {
+  return innermost_running == nullptr || innermost_running->depth < max_running_depth;
+}
+
+// run_own_item runs one item of named thread `index`'s queues or deque, in the order
+// run_one_named_item looks, then of a queue this thread is processing further down its
+// stack (may_reenter_own_queue); whether it ran one. On the attached thread only.
+bool run_own_item(scheduler::impl& owner, std::uint32_t index) noexcept {
+  if (owner.run_one_named_item(index)) return true;
+  if (!may_reenter_own_queue()) return false;
+  for (named_queue& source : owner.named[index].queues) {
+    // relaxed: this thread's own flag; run_one_named_item looked at the unclaimed queues
+    if (!source.processing.load(std::memory_order_relaxed)) continue;
+    work_item* item = source.high.try_pop();
+    if (item == nullptr) item = source.normal.try_pop();
+    if (item != nullptr) {
+      owner.execute(item, nullptr);
+      return true;
+    }
+  }
+  return false;
+}
+
+// own_queues_have_work says whether run_own_item would find a queued item (its deque aside,
+// which a blocked waiter's re-check does not look at). On the attached thread only.
+bool own_queues_have_work(const named_thread_state& state) noexcept {
+  if (state.has_work_to_run()) return true;
+  if (!may_reenter_own_queue()) return false;
+  for (const named_queue& each : state.queues) {
+    if (!each.high.looks_empty() || !each.normal.looks_empty()) return true;
+  }
+  return false;
+}
 
 class waiter_policy {
  public:
@@ -66,8 +107,8 @@ class waiter_policy {
   bool help(const task_base* task, scheduler::impl* owner) noexcept {
     spill_held_runs();  // what this thread holds aside is work to find too (lib/tasks/held_runs.h)
     if (role() == waiter_role::named_thread) {
-      // Never a queue it is processing already. Its scheduler lives: it is attached.
-      if (context_.owner->run_one_named_item(named_index())) return true;
+      // Its scheduler lives: it is attached.
+      if (run_own_item(*context_.owner, named_index())) return true;
       if (task->target != target_none && context_.owner == owner && context_.named == static_cast<int>(task->target >> 2u)) {
         return false;
       }
@@ -89,7 +130,7 @@ class waiter_policy {
 
   // run_own_queue_item runs one item of a named thread's own queues, found waiting there
   // just before it would block (even when help did not look: the task's scheduler is gone).
-  void run_own_queue_item() const noexcept { context_.owner->run_one_named_item(named_index()); }
+  void run_own_queue_item() const noexcept { run_own_item(*context_.owner, named_index()); }
 
  private:
   // is_workerless: the workerless policy applies, from a thread running no task body.
@@ -262,7 +303,7 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
       events.cancel_wait();
       continue;
     }
-    if (own_queues != nullptr && own_queues->has_work_to_run()) {
+    if (own_queues != nullptr && own_queues_have_work(*own_queues)) {
       events.cancel_wait();
       // Run here even when help did not look (the task's scheduler is gone): else this loops.
       policy.run_own_queue_item();
