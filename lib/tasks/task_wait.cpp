@@ -142,21 +142,18 @@ class waiter_policy {
   const thread_context& context_;
 };
 
-// unattached_grace is how long a wait that needs a named thread no thread has attached
-// blocks before it says so: long enough for a thread being started to attach meanwhile.
-constexpr std::chrono::milliseconds unattached_grace{100};
 // unattached_relook is how often a blocked wait that needed no unattached named thread
 // looks again: a blocked waiter wakes that often, for a look of a few loads.
 constexpr std::chrono::milliseconds unattached_relook{1000};
 
 // unattached_named_thread is a named thread of `owner` that no thread has attached and whose
-// work the wait for `task` may need: the one it is bound to, or (for a task bound to none)
-// one with work queued (a coroutine's resumption there, say); -1 if none.
-int unattached_named_thread(const task_base* task, const scheduler::impl& owner) noexcept {
+// work a wait may need: `target`, the one the awaited task is bound to, or (target_none)
+// one with work queued (a coroutine's resumption there, a piped task bound there); -1 if none.
+int unattached_named_thread(std::uint32_t target, const scheduler::impl& owner) noexcept {
   // acquire, all: pairs with attach's exchange (a thread attached since is seen attached);
-  // a stale look only delays the report by one grace period
-  if (task->target != target_none) {
-    auto index = task->target >> 2u;
+  // a stale look only delays the report by one relook
+  if (target != target_none) {
+    auto index = target >> 2u;
     return owner.named[index].attached.load(std::memory_order_acquire) ? -1 : static_cast<int>(index);
   }
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
@@ -169,61 +166,25 @@ int unattached_named_thread(const task_base* task, const scheduler::impl& owner)
   return -1;
 }
 
-// unattached_look follows, over one wait, whether it needs a named thread that no thread
-// has attached, and reports it once the need has lasted unattached_grace.
-class unattached_look {
- public:
-  // look says how long the coming block may last before the next look (max: no need seen).
-  std::chrono::nanoseconds look(const task_base* task, stall_watch::clock::time_point now) noexcept {
-    if (reported_) return std::chrono::nanoseconds::max();
-    if (now < next_look_) return next_look_ - now;
-    int index = -1;
-    {
-      scheduler_pin pin(task->owner_index);  // never held while blocked
-      if (pin.get() != nullptr) index = unattached_named_thread(task, *pin.get());
-    }
-    // No need seen: look again after a while (work may be queued there while this blocks,
-    // and nothing wakes it for that). A new need starts its grace now.
-    std::chrono::nanoseconds next = index < 0 ? std::chrono::nanoseconds(unattached_relook) : unattached_grace;
-    if (index < 0 || index != index_) {
-      index_ = index;
-      since_ = now;
-      next_look_ = now + next;
-      return next;
-    }
-    if (now - since_ < unattached_grace) {
-      next_look_ = since_ + unattached_grace;
-      return next_look_ - now;
-    }
-    reported_ = true;
-    report_unattached(task, static_cast<std::uint32_t>(index));
-    return std::chrono::nanoseconds::max();
+// report_unattached reports a wait for `task` that needs named thread `index`, which no
+// thread has attached.
+[[gnu::cold, gnu::noinline]] void report_unattached(const task_base* task, std::uint32_t index) {
+  std::string thread = named_thread_name(index);
+  if (task->target != target_none) {
+    report(diagnostic_kind::misuse,
+           std::string("task '") + task->name + "' is waited for on " + calling_thread_name() + ", but it runs only on the " +
+               thread + " thread, which no thread has attached: the wait goes on until a thread attaches as " + thread +
+               " and runs its queue",
+           severity::warning);
+  } else {
+    report(diagnostic_kind::misuse,
+           std::string("task '") + task->name + "' is waited for on " + calling_thread_name() +
+               " while work is queued on the " + thread + " thread, which no thread has attached: if the task needs "
+               "it (a coroutine resuming there), the wait goes on until a thread attaches as " + thread +
+               " and runs its queue",
+           severity::warning);
   }
-
- private:
-  [[gnu::cold, gnu::noinline]] static void report_unattached(const task_base* task, std::uint32_t index) {
-    std::string thread = named_thread_name(index);
-    if (task->target != target_none) {
-      report(diagnostic_kind::misuse,
-             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() + ", but it runs only on the " +
-                 thread + " thread, which no thread has attached: the wait goes on until a thread attaches as " + thread +
-                 " and runs its queue",
-             severity::warning);
-    } else {
-      report(diagnostic_kind::misuse,
-             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() +
-                 " while work is queued on the " + thread + " thread, which no thread has attached: if the task needs "
-                 "it (a coroutine resuming there), the wait goes on until a thread attaches as " + thread +
-                 " and runs its queue",
-             severity::warning);
-    }
-  }
-
-  bool reported_ = false;
-  int index_ = -1;
-  stall_watch::clock::time_point since_{};
-  stall_watch::clock::time_point next_look_{};
-};
+}
 
 // report_stalled_wait reports a wait for `task` that has blocked `waited_ms` without it
 // completing (scheduler_options::stall_report_after).
@@ -236,6 +197,34 @@ class unattached_look {
 }
 
 }  // namespace
+
+std::chrono::nanoseconds unattached_look::look(std::uint8_t owner_index, std::uint32_t target,
+                                               std::chrono::steady_clock::time_point now) noexcept {
+  if (reported_) return std::chrono::nanoseconds::max();
+  if (now < next_look_) return next_look_ - now;
+  int index = -1;
+  {
+    scheduler_pin pin(owner_index);  // never held while blocked
+    if (pin.get() != nullptr) index = unattached_named_thread(target, *pin.get());
+  }
+  if (index >= 0) {
+    // Seen about to block: reported now (due), once. A thread still starting up that
+    // attaches a moment later ends the wait all the same.
+    reported_ = true;
+    due_ = index;
+    return std::chrono::nanoseconds::max();
+  }
+  // No need seen: look again after a while (work may be queued there while this blocks,
+  // and nothing wakes it for that).
+  next_look_ = now + unattached_relook;
+  return unattached_relook;
+}
+
+bool run_own_named_work() noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.named < 0) return false;
+  return run_own_item(*context.owner, static_cast<std::uint32_t>(context.named));
+}
 
 bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_point* deadline,
                          task_base* const* through, bool launch_order) noexcept {
@@ -324,7 +313,8 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
-    left = std::min({left, watch.limit(stall_after, now), unattached.look(task, now)});
+    left = std::min({left, watch.limit(stall_after, now), unattached.look(task->owner_index, task->target, now)});
+    if (int index = unattached.due(); index >= 0) report_unattached(task, static_cast<std::uint32_t>(index));
     if (left == std::chrono::nanoseconds::max()) {
       events.commit_wait(key);
     } else {
