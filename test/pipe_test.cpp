@@ -421,7 +421,7 @@ TEST_CASE("pipe: a wait_until_empty while the pipe's task waits on a named threa
     scheduler pool(test::options_with(workers));
     magpie::pipe commands("render commands", pool);
     commands.launch("draw", [] {}, on_thread(named_thread::render));
-    CHECK_FALSE(commands.wait_until_empty(std::chrono::milliseconds(30)));
+    CHECK_FALSE(commands.wait_until_empty(std::chrono::milliseconds(80)));
     auto reports = recorder.reports();
     CHECK(reports.size() == 1);
     for (const auto& each : reports) {

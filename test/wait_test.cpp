@@ -1769,7 +1769,7 @@ TEST_CASE("wait: waiting on work bound to a named thread no thread has attached 
 }
 
 TEST_CASE("wait: a wait on a task bound to a named thread no thread has attached is reported as it blocks") {
-  // Each wait is shorter than any grace would be: the report comes when the wait is about to
+  // Each wait is short (80 ms): the report comes when the wait is about to
   // block, naming the task, the named thread and the waiting thread.
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
@@ -1778,17 +1778,17 @@ TEST_CASE("wait: a wait on a task bound to a named thread no thread has attached
       scheduler pool(test::options_with(workers));
       auto bound = [&pool](const char* name) { return pool.launch(name, [] { return 1; }, on_thread(named_thread::game)); };
       task<int> alone = bound("alone on game");
-      CHECK_FALSE(alone.wait(std::chrono::milliseconds(30)));
+      CHECK_FALSE(alone.wait(std::chrono::milliseconds(80)));
       CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'alone on game'", "game thread", "attached", "waited for on thread "}) == 1);
       std::vector<task<int>> batch{bound("in a batch"), bound("in a batch")};
-      CHECK_FALSE(wait_all(batch, std::chrono::milliseconds(30)));
+      CHECK_FALSE(wait_all(batch, std::chrono::milliseconds(80)));
       CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'in a batch'", "game thread", "attached"}) >= 1);
       std::vector<task<int>> either{bound("either")};
-      CHECK_FALSE(wait_any(either, std::chrono::milliseconds(30)).has_value());
+      CHECK_FALSE(wait_any(either, std::chrono::milliseconds(80)).has_value());
       CHECK(reported_with(recorder, diagnostic_kind::misuse, {"game thread", "attached"}) >= 3);
       // From inside a body: the waiting thread is a worker, or this thread where none.
       task<int> inner = bound("waited inside a body");
-      task<bool> outer = pool.launch("outer", [inner] { return inner.wait(std::chrono::milliseconds(30)); });
+      task<bool> outer = pool.launch("outer", [inner] { return inner.wait(std::chrono::milliseconds(80)); });
       CHECK(outer.wait(std::chrono::seconds(10)));
       CHECK_FALSE(outer.get_result());
       CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'waited inside a body'", "game thread", "attached"}) == 1);
