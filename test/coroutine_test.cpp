@@ -574,13 +574,10 @@ TEST_CASE("coroutine: many coroutines awaiting tasks completed by other threads"
   }
 }
 
-// --- fork-join between coroutines (magpie::fork, call, join) --------------------------------
-
 TEST_CASE("coroutine: the game thread waiting inside its own queue's item for a coroutine that resumes on it runs "
           "that resumption itself") {
-  // An engine frame: the game thread processes its queue, and one of the items there waits
-  // for a coroutine whose next step is sent back to the game thread's queue. The queue is
-  // being processed further down the game thread's stack: the wait runs the resumption.
+  // An engine frame: an item of the game thread's queue waits for a coroutine whose next
+  // step is sent back to that queue, which process_until_idle is processing beneath it.
   for (unsigned workers : test::worker_counts) {
     for (bool through_wait_all : {false, true}) {
       CAPTURE(workers);
@@ -607,3 +604,5 @@ TEST_CASE("coroutine: the game thread waiting inside its own queue's item for a 
     }
   }
 }
+
+// --- fork-join between coroutines (magpie::fork, call, join) --------------------------------
