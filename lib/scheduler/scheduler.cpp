@@ -269,7 +269,7 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
     // Each look reads the other threads' deque ends, which costs their next push or pop a
     // cache-line transfer; looking ever less often (up to every max_spin_pauses pauses) keeps a spinning
     // worker from slowing a thread that launches and waits for one task at a time.
-    auto give_up = detail::deadline_after(options.spin_for);  // saturating: a spin_for of max() spins until work comes
+    auto give_up = std::chrono::steady_clock::now() + options.spin_for;
     int pauses = 16;
     do {
       for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
