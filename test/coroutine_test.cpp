@@ -574,4 +574,35 @@ TEST_CASE("coroutine: many coroutines awaiting tasks completed by other threads"
   }
 }
 
+TEST_CASE("coroutine: the game thread waiting inside its own queue's item for a coroutine that resumes on it runs "
+          "that resumption itself") {
+  // An engine frame: an item of the game thread's queue waits for a coroutine whose next
+  // step is sent back to that queue, which process_until_idle is processing beneath it.
+  for (unsigned workers : test::worker_counts) {
+    for (bool through_wait_all : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(through_wait_all);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      std::atomic<int> outcome{0};
+      task<> frame = pool.launch("frame", [&pool, &outcome, through_wait_all] {
+        task<int> hop = pool.launch("hop to game", []() -> coro<int> {
+          co_await yield();  // elsewhere first, where there are workers
+          co_await resume_on(named_thread::game);
+          co_return scheduler::current_named_thread() == named_thread::game ? 7 : -1;
+        });
+        // Bounded, so that a wait that never runs the resumption fails instead of hanging.
+        bool completed = through_wait_all ? wait_all(std::vector<task<int>>{hop}, std::chrono::seconds(5))
+                                          : hop.wait(std::chrono::seconds(5));
+        outcome = completed ? hop.get_result() : 0;
+      }, on_thread(named_thread::game));
+      pool.process_until_idle(named_thread::game);  // the frame's item runs inside this call
+      CHECK(frame.is_completed());
+      CHECK(outcome.load() == 7);
+      pool.detach();
+    }
+  }
+}
+
 // --- fork-join between coroutines (magpie::fork, call, join) --------------------------------

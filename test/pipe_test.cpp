@@ -413,3 +413,62 @@ TEST_CASE("pipe: a wait_until_empty that makes no progress for stall_report_afte
     CHECK(reports[0].message.find("'slow line'") != std::string::npos);
   }
 }
+
+TEST_CASE("pipe: a wait_until_empty while the pipe's task waits on a named thread no thread has attached is reported") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    magpie::pipe commands("render commands", pool);
+    commands.launch("draw", [] {}, on_thread(named_thread::render));
+    CHECK_FALSE(commands.wait_until_empty(std::chrono::milliseconds(80)));
+    auto reports = recorder.reports();
+    CHECK(reports.size() == 1);
+    for (const auto& each : reports) {
+      CHECK(each.kind == diagnostic_kind::misuse);
+      CHECK(each.message.find("'render commands'") != std::string::npos);
+      CHECK(each.message.find("render thread") != std::string::npos);
+      CHECK(each.message.find("waited for on thread ") != std::string::npos);
+    }
+    pool.attach(named_thread::render);
+    pool.process_until_idle(named_thread::render);
+    CHECK(commands.wait_until_empty(std::chrono::seconds(10)));
+    pool.detach();
+  }
+}
+
+TEST_CASE("pipe: the game thread waiting for its pipe to empty runs the pipe's game-thread tasks itself") {
+  for (unsigned workers : test::worker_counts) {
+    for (bool inside_its_queue : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(inside_its_queue);
+      test::diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      magpie::pipe frame("frame", pool);
+      std::atomic<int> ran{0};
+      auto fill_and_wait = [&] {
+        frame.launch("any thread", [&ran] { ++ran; });
+        frame.launch("on game", [&ran] { ran += scheduler::current_named_thread() == named_thread::game ? 1 : 100; },
+                     on_thread(named_thread::game));
+        frame.launch("after", [&ran] { ++ran; });
+        // Bounded: a wait that never runs the game thread's queue times out.
+        return frame.wait_until_empty(std::chrono::seconds(5));
+      };
+      bool emptied = false;
+      if (inside_its_queue) {
+        task<> item = pool.launch("frame item", [&] { emptied = fill_and_wait(); }, on_thread(named_thread::game));
+        pool.process_until_idle(named_thread::game);
+        CHECK(item.is_completed());
+      } else {
+        emptied = fill_and_wait();
+      }
+      CHECK(emptied);
+      CHECK(ran.load() == 3);
+      CHECK(recorder.count() == 0);
+      pool.process_until_idle(named_thread::game);  // what a failed wait left, so that the pipe empties
+      CHECK(frame.wait_until_empty(std::chrono::seconds(10)));
+      pool.detach();
+    }
+  }
+}

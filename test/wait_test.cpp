@@ -1768,6 +1768,38 @@ TEST_CASE("wait: waiting on work bound to a named thread no thread has attached 
   }
 }
 
+TEST_CASE("wait: a wait on a task bound to a named thread no thread has attached is reported as it blocks") {
+  // Each wait is short (80 ms): the report comes when the wait is about to
+  // block, naming the task, the named thread and the waiting thread.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    {
+      scheduler pool(test::options_with(workers));
+      auto bound = [&pool](const char* name) { return pool.launch(name, [] { return 1; }, on_thread(named_thread::game)); };
+      task<int> alone = bound("alone on game");
+      CHECK_FALSE(alone.wait(std::chrono::milliseconds(80)));
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'alone on game'", "game thread", "attached", "waited for on thread "}) == 1);
+      std::vector<task<int>> batch{bound("in a batch"), bound("in a batch")};
+      CHECK_FALSE(wait_all(batch, std::chrono::milliseconds(80)));
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'in a batch'", "game thread", "attached"}) >= 1);
+      std::vector<task<int>> either{bound("either")};
+      CHECK_FALSE(wait_any(either, std::chrono::milliseconds(80)).has_value());
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"game thread", "attached"}) >= 3);
+      // From inside a body: the waiting thread is a worker, or this thread where none.
+      task<int> inner = bound("waited inside a body");
+      task<bool> outer = pool.launch("outer", [inner] { return inner.wait(std::chrono::milliseconds(80)); });
+      CHECK(outer.wait(std::chrono::seconds(10)));
+      CHECK_FALSE(outer.get_result());
+      CHECK(reported_with(recorder, diagnostic_kind::misuse, {"'waited inside a body'", "game thread", "attached"}) == 1);
+      // Once a thread attaches and runs the queue, all of them complete.
+      pool.attach(named_thread::game);
+      CHECK(wait_all(std::vector<task<int>>{alone, batch[0], batch[1], either[0], inner}, std::chrono::seconds(10)));
+      pool.detach();
+    }
+  }
+}
+
 TEST_CASE("wait: a wait that makes no progress for stall_report_after is reported once, naming the task") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
@@ -1802,4 +1834,77 @@ TEST_CASE("wait: with stall_report_after 0 a long wait is not reported") {
   CHECK(behind.get_result() == 5);
   opener.join();
   CHECK(recorder.count() == 0);
+}
+
+TEST_CASE("wait: a shutdown waiting for a task that a thread outside the pool runs and that never ends is reported once") {
+  // The body spins until a flag is set after the destructor returns: a real program hangs
+  // there. A thread outside the pool launched it and runs it in its wait (with no workers,
+  // only it can; with workers, one may steal it first: then the shutdown waits for that
+  // worker). The releaser stands for "after": it lets the body go once the report came, or
+  // after 10 s, and the check fails.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    scheduler_options options = test::options_with(workers);
+    options.stall_report_after = std::chrono::milliseconds(50);
+    auto pool = std::make_unique<scheduler>(options);
+    std::atomic<bool> started{false};
+    std::atomic<bool> released{false};
+    std::thread outside([&] {
+      task<> spinning = pool->launch("spins until main returns", [&] {
+        started.store(true);
+        while (!released.load()) std::this_thread::yield();
+      });
+      spinning.wait();
+    });
+    while (!started.load()) std::this_thread::yield();
+    std::thread releaser([&] {
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      released.store(true);
+    });
+    pool.reset();
+    releaser.join();
+    outside.join();
+    // The shutdown's report, and where a worker took the task, the outside thread's wait's.
+    CHECK(reported_with(recorder, diagnostic_kind::stalled, {"shutdown on thread ", "has waited"}) == 1);
+    for (const auto& each : recorder.reports()) {
+      CHECK(each.kind == diagnostic_kind::stalled);
+      CHECK(each.severity == severity::warning);
+    }
+  }
+}
+
+TEST_CASE("wait: a task body waiting for what comes after its scheduler's destructor is reported, naming the task and "
+          "the thread") {
+  // The body waits for an event that is triggered only after the destructor returns. Its
+  // wait reports the stall naming the event and the waiting thread (a worker, or with no
+  // workers this thread, whose shutdown runs the body); where a worker waits, the
+  // shutdown's wait for that worker is reported too.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    scheduler_options options = test::options_with(workers);
+    options.stall_report_after = std::chrono::milliseconds(50);
+    auto pool = std::make_unique<scheduler>(options);
+    task_event after("set after the destructor", *pool);
+    (void)pool->launch("waits for main", [after] { after.wait(); });
+    std::thread releaser([&] {
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (reported_with(recorder, diagnostic_kind::stalled, {"'set after the destructor'"}) == 0 &&
+             std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      after.trigger();
+    });
+    pool.reset();
+    releaser.join();
+    // The waiting thread: this one (its shutdown ran the body) or a worker.
+    std::size_t by_this_thread = reported_with(recorder, diagnostic_kind::stalled, {"'set after the destructor'", "waited for on thread "});
+    std::size_t by_a_worker = reported_with(recorder, diagnostic_kind::stalled, {"'set after the destructor'", "worker "});
+    CHECK(by_this_thread + by_a_worker == 1);
+    if (workers == 0) CHECK(by_this_thread == 1);
+  }
 }

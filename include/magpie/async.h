@@ -81,19 +81,13 @@ span_ns until(std::chrono::time_point<Clock, Duration> deadline) {
 }
 
 // wait_within waits at most `timeout` for `state` and says whether it completed (false
-// for an invalid state). A timeout that reaches within an hour of the end of the steady
-// clock's range (duration::max(), time_point::max()) waits without one: the deadline
-// saturates instead of wrapping into the past.
+// for an invalid state). The task's timed wait computes its deadline with deadline_after,
+// which saturates: a timeout past the end of the steady clock's range (duration::max(),
+// time_point::max()) waits without one.
 template <class R>
 bool wait_within(const task<R>& state, span_ns timeout) noexcept {
-  using clock = std::chrono::steady_clock;
   if (!state.is_valid()) return false;
-  if (!(timeout > span_ns::zero())) return state.wait(clock::duration::zero());  // past, or NaN
-  if (timeout >= span_ns(clock::time_point::max() - clock::now()) - span_ns(std::chrono::hours(1))) {
-    state.wait();
-    return true;
-  }
-  return state.wait(std::chrono::ceil<clock::duration>(timeout));
+  return state.wait(timeout);
 }
 
 // continuation is the body of a then/next task: the state it continues (kept by handle,

@@ -73,6 +73,9 @@ class pipe {
   bool wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept;
   // report_stalled reports a wait that made no progress for the scheduler's stall_report_after.
   void report_stalled(long long waited_ms) const noexcept;
+  // report_unattached reports a wait while work is queued on named thread `index`, which no
+  // thread has attached.
+  void report_unattached(std::uint32_t index) const noexcept;
 
   const char* name_;
   scheduler* owner_;

@@ -509,10 +509,20 @@ void scheduler::impl::shutdown() {
     // Threads outside the pool may still run its work (a waiter retracting a task): the
     // slot closes to them, and the work they still run is waited for. Meanwhile queued work
     // runs here too: such a thread may wait for what it launched, with no worker to run it.
-    slot.close([this] {
+    // Between looks close sleeps briefly; a thread outside the pool that runs this
+    // scheduler's work for stall_report_after meanwhile is reported once.
+    stall_watch closing_watch;
+    slot.close([this, &closing_watch] {
       work_item* item = find_work_as_helper();
-      if (item != nullptr) execute(item, nullptr);
-      return item != nullptr;
+      if (item != nullptr) {
+        execute(item, nullptr);
+        closing_watch.progressed();
+        return true;
+      }
+      auto now = stall_watch::clock::now();
+      (void)closing_watch.limit(stall_after, now);  // arms it
+      if (closing_watch.due(stall_after, now)) report_stalled_drain(closing_watch.waited_ms(now), /*outside=*/true);
+      return false;
     });
     drain_until_quiescent();
     // Coroutines still suspended now await work that nothing will complete: each is
@@ -565,23 +575,28 @@ void scheduler::impl::drain_until_quiescent() {
     if (limit == std::chrono::nanoseconds::max()) {
       parking_news.commit_wait(key);
     } else if (!parking_news.commit_wait_for(key, limit) && watch.due(stall_after, stall_watch::clock::now())) {
-      report_stalled_drain(watch.waited_ms(stall_watch::clock::now()));
+      report_stalled_drain(watch.waited_ms(stall_watch::clock::now()), /*outside=*/false);
     }
   }
 }
 
-void scheduler::impl::report_stalled_drain(long long waited_ms) {
-  // relaxed: a sample for the report
-  unsigned parked_now = static_cast<unsigned>(parked.load(std::memory_order_relaxed) & parked_mask);
-  unsigned threads = static_cast<unsigned>(workers.size()) +
-                     standby[0].created.load(std::memory_order_relaxed) +  // relaxed: as above
-                     standby[1].created.load(std::memory_order_relaxed);   // relaxed: as above
+void scheduler::impl::report_stalled_drain(long long waited_ms, bool outside) {
+  std::string alive = std::to_string(detail::live_tasks_naming(slot.index())) + " of its tasks alive";
+  std::string waited_for;
+  if (outside) {
+    waited_for = "a thread outside its pool to finish the task of its own it runs (a waiter ran it; " + alive + ")";
+  } else {
+    // relaxed: a sample for the report
+    unsigned parked_now = static_cast<unsigned>(parked.load(std::memory_order_relaxed) & parked_mask);
+    unsigned threads = static_cast<unsigned>(workers.size()) +
+                       standby[0].created.load(std::memory_order_relaxed) +  // relaxed: as above
+                       standby[1].created.load(std::memory_order_relaxed);   // relaxed: as above
+    waited_for = "its workers to finish what they run (" + std::to_string(threads - parked_now) + " of " +
+                 std::to_string(threads) + " still busy, " + alive + ")";
+  }
   report(diagnostic_kind::stalled,
-         "scheduler: shutdown on " + calling_thread_name() + " has waited " + std::to_string(waited_ms) +
-             " ms for its workers to finish what they run (" + std::to_string(threads - parked_now) + " of " +
-             std::to_string(threads) + " still busy, " + std::to_string(detail::live_tasks_naming(slot.index())) +
-             " of its tasks alive): a task body may be waiting for something that happens only after the "
-             "scheduler is destroyed",
+         "scheduler: shutdown on " + calling_thread_name() + " has waited " + std::to_string(waited_ms) + " ms for " +
+             waited_for + ": a task body may be waiting for something that happens only after the scheduler is destroyed",
          severity::warning);
 }
 

@@ -333,7 +333,9 @@ struct scheduler::impl {
   void start_standby(standby_pool& pool);
   bool quiescent() const;
   void drain_until_quiescent();
-  void report_stalled_drain(long long waited_ms);
+  // report_stalled_drain reports a shutdown that has waited `waited_ms` for its workers, or
+  // (`outside`) for threads outside its pool running its work.
+  void report_stalled_drain(long long waited_ms, bool outside);
   void park_state_change(std::int64_t parked_delta);
   bool accepts_from_this_thread() const;
   // own_deque is the deque the calling thread pushes its normal work to: a worker's own, an

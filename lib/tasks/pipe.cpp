@@ -1,6 +1,6 @@
 // Pipes: the pipe's own state. How piped tasks join the chain is in task.cpp
 // (ready_loop::join_pipe); see include/magpie/pipe.h.
-#include "task_internal.h"
+#include "wait_internal.h"
 
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
@@ -44,6 +44,7 @@ bool pipe::is_in_context() const noexcept { return detail::current_pipe() == thi
 bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noexcept {
   detail::no_worker_nap nap;
   stall_watch watch;  // armed only once the wait is about to block
+  detail::unattached_look unattached;
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with task_finished's decrement
     if (count_of(word) == 0) {
@@ -59,6 +60,18 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     {
       scheduler_pin pin(owner_slot_);  // never held while blocked
       if (scheduler::impl* pool = pin.get()) stall_after = pool->stall_after;
+      // A named thread attached to the pipe's scheduler runs its own queues meanwhile (a piped
+      // task bound to it runs nowhere else), as its task waits do; nothing wakes it for a send
+      // there while it sleeps on the pipe, so its blocks are naps.
+      if (scheduler::impl* pool = pin.get(); pool != nullptr && this_thread_context().owner == pool &&
+                                             this_thread_context().named >= 0) {
+        if (detail::run_own_named_work()) {
+          nap.helped();
+          watch.progressed();
+          continue;
+        }
+        napping = true;
+      }
       if (scheduler::impl* pool = pin.get(); pool != nullptr && pool->workers.empty()) {
         // Nobody else runs the tasks. Not from inside a body: see detail::help (task_wait.cpp).
         if (detail::innermost_running == nullptr && pool->facade.try_run_one()) {
@@ -84,7 +97,8 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
-    left = std::min(left, watch.limit(stall_after, now));
+    left = std::min({left, watch.limit(stall_after, now), unattached.look(owner_slot_, detail::target_none, now)});
+    if (int index = unattached.due(); index >= 0) report_unattached(static_cast<std::uint32_t>(index));
     if (left == std::chrono::nanoseconds::max()) {
       detail::std_atomics::wait(unfinished_, word | sleeper_bit);
       continue;
@@ -101,6 +115,15 @@ void pipe::report_stalled(long long waited_ms) const noexcept {
              // relaxed: a sample for the report
              std::to_string(count_of(unfinished_.load(std::memory_order_relaxed))) + " unfinished tasks after " +
              std::to_string(waited_ms) + " ms; the wait goes on",
+         severity::warning);
+}
+
+void pipe::report_unattached(std::uint32_t index) const noexcept {
+  std::string thread = named_thread_name(index);
+  report(diagnostic_kind::misuse,
+         std::string("pipe '") + name_ + "' is waited for on " + calling_thread_name() + " while work is queued on the " +
+             thread + " thread, which no thread has attached: if the pipe's tasks need it, the wait goes on until a "
+             "thread attaches as " + thread + " and runs its queue",
          severity::warning);
 }
 

@@ -41,7 +41,8 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 //                 scheduler (above); blocks inside a blocking_scope, so a standby takes its
 //                 place.
 //   named_thread  a thread attached as a named thread: first runs one item of its own
-//                 queues (work only it may run may be what the wait needs); a task bound to
+//                 queues (work only it may run may be what the wait needs), a queue an outer
+//                 call on this thread is processing included (run_own_item); a task bound to
 //                 it needs nothing more (retraction ran it if it could); blocked, a send to
 //                 its queues wakes it.
 //   outside       any other thread (of no scheduler, or of another one): helps with nothing
@@ -50,6 +51,46 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 // scheduler's queued work (nobody else will run it), and its blocks are naps after which it
 // helps again (no_worker_nap): the workerless policy.
 enum class waiter_role : std::uint8_t { pool_worker, named_thread, outside };
+
+// may_reenter_own_queue: a named thread's wait may run an item of a queue that an outer call
+// on this thread is processing (process_until_idle, or the item a wait of its own runs):
+// only the attached thread claims its queues, so a claimed one is this thread's, and a wait
+// that passed it over could wait for ever for what lies there (a coroutine's resumption
+// sent back to this thread). Each such item runs above the waiting body, so this stops at
+// max_running_depth bodies on the stack; past that the wait blocks.
+bool may_reenter_own_queue() noexcept {
+  return innermost_running == nullptr || innermost_running->depth < max_running_depth;
+}
+
+// run_own_item runs one item of named thread `index`'s queues or deque, in the order
+// run_one_named_item looks, then of a queue this thread is processing further down its
+// stack (may_reenter_own_queue); whether it ran one. On the attached thread only.
+bool run_own_item(scheduler::impl& owner, std::uint32_t index) noexcept {
+  if (owner.run_one_named_item(index)) return true;
+  if (!may_reenter_own_queue()) return false;
+  for (named_queue& source : owner.named[index].queues) {
+    // relaxed: this thread's own flag; run_one_named_item looked at the unclaimed queues
+    if (!source.processing.load(std::memory_order_relaxed)) continue;
+    work_item* item = source.high.try_pop();
+    if (item == nullptr) item = source.normal.try_pop();
+    if (item != nullptr) {
+      owner.execute(item, nullptr);
+      return true;
+    }
+  }
+  return false;
+}
+
+// own_queues_have_work says whether run_own_item would find a queued item (its deque aside,
+// which a blocked waiter's re-check does not look at). On the attached thread only.
+bool own_queues_have_work(const named_thread_state& state) noexcept {
+  if (state.has_work_to_run()) return true;
+  if (!may_reenter_own_queue()) return false;
+  for (const named_queue& each : state.queues) {
+    if (!each.high.looks_empty() || !each.normal.looks_empty()) return true;
+  }
+  return false;
+}
 
 class waiter_policy {
  public:
@@ -70,8 +111,8 @@ class waiter_policy {
   bool help(const task_base* task, scheduler::impl* owner) noexcept {
     spill_held_runs();  // what this thread holds aside is work to find too (lib/tasks/held_runs.h)
     if (role() == waiter_role::named_thread) {
-      // Never a queue it is processing already. Its scheduler lives: it is attached.
-      if (context_.owner->run_one_named_item(named_index())) return true;
+      // Its scheduler lives: it is attached.
+      if (run_own_item(*context_.owner, named_index())) return true;
       if (task->target != target_none && context_.owner == owner && context_.named == static_cast<int>(task->target >> 2u)) {
         return false;
       }
@@ -93,7 +134,7 @@ class waiter_policy {
 
   // run_own_queue_item runs one item of a named thread's own queues, found waiting there
   // just before it would block (even when help did not look: the task's scheduler is gone).
-  void run_own_queue_item() const noexcept { context_.owner->run_one_named_item(named_index()); }
+  void run_own_queue_item() const noexcept { run_own_item(*context_.owner, named_index()); }
 
  private:
   // is_workerless: the workerless policy applies, from a thread running no task body.
@@ -105,21 +146,18 @@ class waiter_policy {
   const thread_context& context_;
 };
 
-// unattached_grace is how long a wait that needs a named thread no thread has attached
-// blocks before it says so: long enough for a thread being started to attach meanwhile.
-constexpr std::chrono::milliseconds unattached_grace{100};
 // unattached_relook is how often a blocked wait that needed no unattached named thread
 // looks again: a blocked waiter wakes that often, for a look of a few loads.
 constexpr std::chrono::milliseconds unattached_relook{1000};
 
 // unattached_named_thread is a named thread of `owner` that no thread has attached and whose
-// work the wait for `task` may need: the one it is bound to, or (for a task bound to none)
-// one with work queued (a coroutine's resumption there, say); -1 if none.
-int unattached_named_thread(const task_base* task, const scheduler::impl& owner) noexcept {
+// work a wait may need: `target`, the one the awaited task is bound to, or (target_none)
+// one with work queued (a coroutine's resumption there, a piped task bound there); -1 if none.
+int unattached_named_thread(std::uint32_t target, const scheduler::impl& owner) noexcept {
   // acquire, all: pairs with attach's exchange (a thread attached since is seen attached);
-  // a stale look only delays the report by one grace period
-  if (task->target != target_none) {
-    auto index = task->target >> 2u;
+  // a stale look only delays the report by one relook
+  if (target != target_none) {
+    auto index = target >> 2u;
     return owner.named[index].attached.load(std::memory_order_acquire) ? -1 : static_cast<int>(index);
   }
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
@@ -132,61 +170,25 @@ int unattached_named_thread(const task_base* task, const scheduler::impl& owner)
   return -1;
 }
 
-// unattached_look follows, over one wait, whether it needs a named thread that no thread
-// has attached, and reports it once the need has lasted unattached_grace.
-class unattached_look {
- public:
-  // look says how long the coming block may last before the next look (max: no need seen).
-  std::chrono::nanoseconds look(const task_base* task, stall_watch::clock::time_point now) noexcept {
-    if (reported_) return std::chrono::nanoseconds::max();
-    if (now < next_look_) return next_look_ - now;
-    int index = -1;
-    {
-      scheduler_pin pin(task->owner_index);  // never held while blocked
-      if (pin.get() != nullptr) index = unattached_named_thread(task, *pin.get());
-    }
-    // No need seen: look again after a while (work may be queued there while this blocks,
-    // and nothing wakes it for that). A new need starts its grace now.
-    std::chrono::nanoseconds next = index < 0 ? std::chrono::nanoseconds(unattached_relook) : unattached_grace;
-    if (index < 0 || index != index_) {
-      index_ = index;
-      since_ = now;
-      next_look_ = now + next;
-      return next;
-    }
-    if (now - since_ < unattached_grace) {
-      next_look_ = since_ + unattached_grace;
-      return next_look_ - now;
-    }
-    reported_ = true;
-    report_unattached(task, static_cast<std::uint32_t>(index));
-    return std::chrono::nanoseconds::max();
+// report_unattached reports a wait for `task` that needs named thread `index`, which no
+// thread has attached.
+[[gnu::cold, gnu::noinline]] void report_unattached(const task_base* task, std::uint32_t index) {
+  std::string thread = named_thread_name(index);
+  if (task->target != target_none) {
+    report(diagnostic_kind::misuse,
+           std::string("task '") + task->name + "' is waited for on " + calling_thread_name() + ", but it runs only on the " +
+               thread + " thread, which no thread has attached: the wait goes on until a thread attaches as " + thread +
+               " and runs its queue",
+           severity::warning);
+  } else {
+    report(diagnostic_kind::misuse,
+           std::string("task '") + task->name + "' is waited for on " + calling_thread_name() +
+               " while work is queued on the " + thread + " thread, which no thread has attached: if the task needs "
+               "it (a coroutine resuming there), the wait goes on until a thread attaches as " + thread +
+               " and runs its queue",
+           severity::warning);
   }
-
- private:
-  [[gnu::cold, gnu::noinline]] static void report_unattached(const task_base* task, std::uint32_t index) {
-    std::string thread = named_thread_name(index);
-    if (task->target != target_none) {
-      report(diagnostic_kind::misuse,
-             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() + ", but it runs only on the " +
-                 thread + " thread, which no thread has attached: the wait goes on until a thread attaches as " + thread +
-                 " and runs its queue",
-             severity::warning);
-    } else {
-      report(diagnostic_kind::misuse,
-             std::string("task '") + task->name + "' is waited for on " + calling_thread_name() +
-                 " while work is queued on the " + thread + " thread, which no thread has attached: if the task needs "
-                 "it (a coroutine resuming there), the wait goes on until a thread attaches as " + thread +
-                 " and runs its queue",
-             severity::warning);
-    }
-  }
-
-  bool reported_ = false;
-  int index_ = -1;
-  stall_watch::clock::time_point since_{};
-  stall_watch::clock::time_point next_look_{};
-};
+}
 
 // report_stalled_wait reports a wait for `task` that has blocked `waited_ms` without it
 // completing (scheduler_options::stall_report_after).
@@ -199,6 +201,34 @@ class unattached_look {
 }
 
 }  // namespace
+
+std::chrono::nanoseconds unattached_look::look(std::uint8_t owner_index, std::uint32_t target,
+                                               std::chrono::steady_clock::time_point now) noexcept {
+  if (reported_) return std::chrono::nanoseconds::max();
+  if (now < next_look_) return next_look_ - now;
+  int index = -1;
+  {
+    scheduler_pin pin(owner_index);  // never held while blocked
+    if (pin.get() != nullptr) index = unattached_named_thread(target, *pin.get());
+  }
+  if (index >= 0) {
+    // Seen about to block: reported now (due), once. A thread still starting up that
+    // attaches a moment later ends the wait all the same.
+    reported_ = true;
+    due_ = index;
+    return std::chrono::nanoseconds::max();
+  }
+  // No need seen: look again after a while (work may be queued there while this blocks,
+  // and nothing wakes it for that).
+  next_look_ = now + unattached_relook;
+  return unattached_relook;
+}
+
+bool run_own_named_work() noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.named < 0) return false;
+  return run_own_item(*context.owner, static_cast<std::uint32_t>(context.named));
+}
 
 bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_point* deadline,
                          task_base* const* through, bool launch_order) noexcept {
@@ -266,7 +296,7 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
       events.cancel_wait();
       continue;
     }
-    if (own_queues != nullptr && own_queues->has_work_to_run()) {
+    if (own_queues != nullptr && own_queues_have_work(*own_queues)) {
       events.cancel_wait();
       // Run here even when help did not look (the task's scheduler is gone): else this loops.
       policy.run_own_queue_item();
@@ -287,7 +317,8 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
     auto left = deadline != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(*deadline - now)
                                     : std::chrono::nanoseconds::max();
     if (napping) left = std::min(left, nap.next());
-    left = std::min({left, watch.limit(stall_after, now), unattached.look(task, now)});
+    left = std::min({left, watch.limit(stall_after, now), unattached.look(task->owner_index, task->target, now)});
+    if (int index = unattached.due(); index >= 0) report_unattached(task, static_cast<std::uint32_t>(index));
     if (left == std::chrono::nanoseconds::max()) {
       events.commit_wait(key);
     } else {

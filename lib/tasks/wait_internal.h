@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 
 namespace magpie::detail {
 
@@ -134,6 +135,33 @@ inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
 // any) has passed; `ran_any` says whether its last round ran anything.
 std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::steady_clock::time_point* deadline,
                                         bool& ran_any) noexcept;
+
+// unattached_look follows, over one wait about to block, whether it needs a named thread
+// that no thread has attached (lib/tasks/task_wait.cpp): such a wait would go on until one
+// attaches, so it is reported as soon as the need is seen, once.
+class unattached_look {
+ public:
+  // look says how long the coming block may last before the next look (max: no more
+  // looks), for a wait on work of the scheduler in slot `owner_index` bound to `target`
+  // (target_none: any work queued on an unattached named thread counts); then due says
+  // which named thread to report.
+  std::chrono::nanoseconds look(std::uint8_t owner_index, std::uint32_t target,
+                                std::chrono::steady_clock::time_point now) noexcept;
+  // due is the index of the unattached named thread the last look found the wait needs,
+  // once (then -1 for good).
+  int due() noexcept { return std::exchange(due_, -1); }
+
+ private:
+  bool reported_ = false;
+  int due_ = -1;
+  std::chrono::steady_clock::time_point next_look_{};
+};
+
+// run_own_named_work runs, on a thread attached as a named thread, one item of its own
+// queues or deque as the named-thread waiter policy does (lib/tasks/task_wait.cpp), a queue
+// it is processing further down its stack included; whether it ran one. False on any other
+// thread.
+bool run_own_named_work() noexcept;
 
 // wait_until_complete is wait() past its first take-back: the loop of retraction, the
 // waiter's policy steps, a spin and a block, until `task` completes or `deadline` passes.
