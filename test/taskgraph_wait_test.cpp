@@ -372,4 +372,59 @@ TEST_CASE("taskgraph: a game-thread wait for a batch returns only once its held 
   }
 }
 
+// The game thread waits for its own task, whose body ran and holds it open until a gate; the
+// gate opens in an any-thread task that another thread launched inside execute(), behind a
+// game-thread task. Without workers only the waiting game thread can run that any-thread
+// task, from wherever it was queued (the other thread's lent deque when its prerequisite had
+// already completed): its wait helps with queued work even for a task bound to itself.
+TEST_CASE("taskgraph: the game thread waiting for its own held-open task runs the any-thread work that opens it") {
+  for (unsigned workers : test::worker_counts) {
+    const int rounds = workers == 0 ? 40 : 4;
+    for (int round = 0; round < rounds; ++round) {
+      CAPTURE(workers);
+      CAPTURE(round);
+      no_leaks leaks;
+      diagnostic_recorder recorder;  // a hang's stall report and rescue, not an abort
+      scheduler pool(test::options_with(workers));
+      attached_as game(pool, named_thread::game);
+      std::atomic<int> runs{0};
+      std::atomic<int> sent_runs{0};
+      graph_event_ref gate = graph_event::create_graph_event();
+      graph_event_ref held = graph_task<holds_until_gate>::create_task().construct_and_dispatch_when_ready(gate, &runs);
+      std::thread opener([&] {
+        while (runs.load() == 0) std::this_thread::yield();
+        graph_event_ref sent = pool.execute([&] {
+          return function_graph_task::create_and_dispatch_when_ready([&] { sent_runs.fetch_add(1); }, "sent", nullptr,
+                                                                     named_threads::game_thread);
+        });
+        graph_event_array after{sent};
+        pool.execute([&] {
+          function_graph_task::create_and_dispatch_when_ready([&] { gate->dispatch_subsequents(); }, "opens", &after);
+        });
+      });
+      // A wait that hangs is ended after 10 s by opening the gate here, and fails.
+      std::atomic<bool> returned{false};
+      std::atomic<bool> rescued{false};
+      std::thread rescuer([&] {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!returned.load() && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!returned.load()) {
+          rescued.store(true);
+          gate->dispatch_subsequents();
+        }
+      });
+      held->wait(named_threads::game_thread);
+      returned.store(true);
+      rescuer.join();
+      opener.join();
+      CHECK_FALSE(rescued.load());
+      for (const auto& each : recorder.reports()) MESSAGE(each.message);
+      CHECK(held->is_complete());
+      CHECK(sent_runs.load() == 1);
+    }
+  }
+}
+
 }  // TEST_SUITE

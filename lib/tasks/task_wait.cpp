@@ -43,8 +43,9 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 //   named_thread  a thread attached as a named thread: first runs one item of its own
 //                 queues (work only it may run may be what the wait needs), a queue an outer
 //                 call on this thread is processing included (run_own_item); a task bound to
-//                 it needs nothing more (retraction ran it if it could); blocked, a send to
-//                 its queues wakes it.
+//                 it needs nothing more on a scheduler with workers (retraction ran it if it
+//                 could; what holds it open, workers run); blocked, a send to its queues
+//                 wakes it.
 //   outside       any other thread (of no scheduler, or of another one): helps with nothing
 //                 of its own.
 // And on a scheduler without workers, any of them that runs no task body helps with the
@@ -113,11 +114,14 @@ class waiter_policy {
     if (role() == waiter_role::named_thread) {
       // Its scheduler lives: it is attached.
       if (run_own_item(*context_.owner, named_index())) return true;
-      if (task->target != target_none && context_.owner == owner && context_.named == static_cast<int>(task->target >> 2u)) {
-        return false;
-      }
     }
+    // Without workers nobody else runs what the task still needs, bound to this thread or
+    // not: a body that ran here may hold it open for any-thread work (nested, dont_complete_until).
     if (is_workerless(owner)) return owner->facade.try_run_one();
+    if (role() == waiter_role::named_thread && task->target != target_none && context_.owner == owner &&
+        context_.named == static_cast<int>(task->target >> 2u)) {
+      return false;
+    }
     if (last_thread_standing(owner)) return owner->facade.try_run_one();
     return false;
   }
