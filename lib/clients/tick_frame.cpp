@@ -193,8 +193,9 @@ class idle_spells {
   }
 
  private:
-  // About 2 ms of spells (more on a loaded machine: each is at least 20 us).
-  static constexpr int fruitless_limit = 100;
+  // At least 10 ms of spells (each lasts 20 us or more): longer than a frame's usual wait
+  // for a long tick, so a frame that is only slow keeps helping.
+  static constexpr int fruitless_limit = 500;
   int fruitless_ = 0;
 };
 
