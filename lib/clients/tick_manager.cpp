@@ -110,7 +110,7 @@ ticks::member* tick_manager::state::member_this_frame(tick_slot& slot) {
 // lives (see unit::waiting_for).
 class waiting_scope {
  public:
-  explicit waiting_scope(const unit& target) : target_(&target) { mark(target_); }
+  explicit waiting_scope(const unit& target) { mark(&target); }
   ~waiting_scope() { mark(nullptr); }
   waiting_scope(const waiting_scope&) = delete;
   waiting_scope& operator=(const waiting_scope&) = delete;
@@ -121,7 +121,6 @@ class waiting_scope {
       at->waiting_for.store(target, std::memory_order_seq_cst);  // seq_cst: see unit::waiting_for
     }
   }
-  const unit* target_;
 };
 
 // wait_until_not_running returns once `work` is not running, or at once where waiting could

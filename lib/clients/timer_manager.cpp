@@ -93,11 +93,11 @@ struct timer_manager::state {
     std::thread::id current = owner.load(std::memory_order_relaxed);
     if (current == me) return true;
     if (current == std::thread::id{} && owner.compare_exchange_strong(current, me, std::memory_order_relaxed)) return true;
-    if (current == me) return true;
     report_foreign_call(operation, me, current);
     return false;
   }
 
+  // report_foreign_call reports a call of `operation` on `caller`, a thread that is not `owning`.
   [[gnu::cold, gnu::noinline]] static void report_foreign_call(const char* operation, std::thread::id caller,
                                                                std::thread::id owning) {
     std::ostringstream message;
