@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -656,19 +657,49 @@ TEST_CASE("timer: bad input and misuse are reported and change nothing") {
   CHECK(reports[7].message.find("from a timer callback") != std::string::npos);
 }
 
-#if MAGPIE_DEBUG_CHECKS
-TEST_CASE("timer: a call from a thread that does not own the manager is reported (debug builds)") {
+TEST_CASE("timer: a call from a thread that does not own the manager is reported, naming both threads, and refused") {
   magpie::test::diagnostic_recorder recorder;
   timer_manager timers;
   timer_handle handle;
   timers.set_timer(handle, [] {}, 1.f);
-  std::thread([&] { (void)timers.timer_exists(handle); }).join();
+  std::thread::id other;
+  bool exists = true;
+  timer_handle other_handle;
+  std::thread([&] {
+    other = std::this_thread::get_id();
+    exists = timers.timer_exists(handle);
+    timers.clear_timer(handle);
+    timers.set_timer(other_handle, [] {}, 1.f);
+  }).join();
   auto reports = recorder.reports();
-  REQUIRE(reports.size() == 1);
-  CHECK(reports[0].kind == magpie::diagnostic_kind::misuse);
-  CHECK(reports[0].message.find("timer_exists called from a thread that does not own") != std::string::npos);
+  REQUIRE(reports.size() == 3);
+  std::ostringstream threads;  // streamed, not "literal" + string: GCC 12's -Wrestrict misfires on that
+  threads << "called on thread " << other << ", which does not own the manager (thread " << std::this_thread::get_id();
+  for (const auto& each : reports) {
+    CHECK(each.kind == magpie::diagnostic_kind::misuse);
+    CHECK(each.message.find(threads.str()) != std::string::npos);
+    CHECK(each.message.find("refused") != std::string::npos);
+  }
+  CHECK(reports[0].message.find("timer_exists") != std::string::npos);
+  CHECK_FALSE(exists);  // refused: answered as for no timer
+  CHECK_FALSE(other_handle.is_valid());
+  CHECK(timers.timer_exists(handle));  // the clear was refused
+  CHECK(timers.live_timer_count() == 1);
 }
-#endif
+
+TEST_CASE("timer: a manager claimed by a thread belongs to it, whoever calls first") {
+  magpie::test::diagnostic_recorder recorder;
+  timer_manager timers;
+  timers.claim_for_this_thread();
+  timer_handle refused;
+  std::thread([&] { timers.set_timer(refused, [] {}, 1.f); }).join();
+  CHECK(recorder.count() == 1);
+  CHECK_FALSE(refused.is_valid());
+  timer_handle mine;
+  timers.set_timer(mine, [] {}, 1.f);
+  CHECK(timers.timer_exists(mine));
+  CHECK(recorder.count() == 1);
+}
 
 // Every timer fires in the first tick whose clock passes its expiry, however far away it
 // is: delays from a millisecond to twelve days reach every level of the wheel.

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -297,6 +299,99 @@ TEST_CASE("world: a tickable destroyed off the game thread while the tickables t
   game.tick(0.1f);
   CHECK(destroyer.runs == 2);
   CHECK(log.take() == std::vector<std::string>{"ticked first", "destroyer", "destroyer"});
+}
+
+TEST_CASE("world: its timers belong to the game thread from the start; a call from another thread is reported, naming it, and refused") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(tick_pool(workers));
+    world game(pool);
+    diagnostic_recorder recorder;
+    // The first call to the world's timers comes from another thread: it does not take them over.
+    std::thread::id other_thread;
+    magpie::timer_handle set_elsewhere;
+    std::thread([&] {
+      other_thread = std::this_thread::get_id();
+      game.timers().set_timer(set_elsewhere, [] {}, 0.01f, true);
+      (void)game.timers().is_timer_active(set_elsewhere);
+    }).join();
+    auto reports = recorder.reports();
+    REQUIRE(reports.size() == 2);
+    std::ostringstream named;  // streamed, not "literal" + string: GCC 12's -Wrestrict misfires on that
+    named << "thread " << other_thread;
+    for (const auto& each : reports) {
+      CHECK(each.kind == magpie::diagnostic_kind::misuse);
+      CHECK(each.message.find(named.str()) != std::string::npos);
+      CHECK(each.message.find("refused") != std::string::npos);
+    }
+    CHECK(reports[0].message.find("set_timer") != std::string::npos);
+    CHECK_FALSE(set_elsewhere.is_valid());  // refused: no timer was set
+    // An any-thread tick doing the same on a worker in the first frame is refused as well.
+    std::atomic<int> calls{0};
+    tick_function worker_call("worker_call", [&](float, level_tick) {
+      if (calls.fetch_add(1) != 0) return;
+      magpie::timer_handle ignored;
+      game.timers().set_timer(ignored, [] {}, 0.01f);
+    });
+    worker_call.set_run_on_any_thread(true);
+    worker_call.register_tick_function(game.ticks());
+    game.tick(0.f);
+    worker_call.unregister_tick_function();
+    std::size_t before = recorder.count();
+    CHECK(before <= 3);  // the worker's call, unless the game thread ran the tick itself
+    // The game thread's own calls are never reported, and its timers fire.
+    int fired = 0;
+    magpie::timer_handle looping;
+    game.timers().set_timer(looping, [&] { ++fired; }, 0.05f, true);
+    for (int frame = 0; frame < 10; ++frame) game.tick(0.05f);
+    CHECK(fired >= 9);  // every 0.05 s over 0.5 s, give or take the last one's rounding
+    CHECK(game.timers().is_timer_active(looping));
+    CHECK(recorder.count() == before);
+  }
+}
+
+// A tick whose nested task waits for an event nobody triggers holds its group: the frame's
+// wait cannot progress, and says so (diagnostic_kind::stalled) once stall_report_after has
+// passed, naming the thread that waits. Then the event comes and the frame ends.
+TEST_CASE("world: a frame held by a tick's nested task that never completes is reported as stalled") {
+  for (unsigned workers : worker_counts) {
+    for (bool any_thread : {true, false}) {
+      CAPTURE(workers);
+      CAPTURE(any_thread);
+      auto options = tick_pool(workers);
+      options.stall_report_after = std::chrono::milliseconds(50);
+      scheduler pool(options);
+      world game(pool);
+      diagnostic_recorder recorder;
+      magpie::task_event asset_loaded("asset_loaded", pool);
+      tick_function holder("holder", [&](float, level_tick) {
+        magpie::add_nested(magpie::launch("use_asset", [] {}, magpie::prerequisites(asset_loaded)));
+      });
+      holder.set_run_on_any_thread(any_thread);
+      holder.register_tick_function(game.ticks());
+      // The event comes once the stall is reported, or after a bound: then the frame fails here.
+      std::atomic<bool> reported_in_time{false};
+      std::thread loader([&] {
+        auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (std::chrono::steady_clock::now() < give_up) {
+          if (recorder.count_naming("has not completed") > 0) {
+            reported_in_time.store(true);
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        asset_loaded.trigger();
+      });
+      game.tick(1.f / 60);
+      loader.join();
+      CHECK(reported_in_time.load());
+      auto reports = recorder.reports();
+      REQUIRE_FALSE(reports.empty());
+      CHECK(reports[0].kind == magpie::diagnostic_kind::stalled);
+      CHECK(reports[0].message.find("the game thread") != std::string::npos);
+      game.tick(1.f / 60);  // the next frame is not held: the tick's new nested task waits for a triggered event
+    }
+  }
 }
 
 }  // TEST_SUITE("world")

@@ -90,9 +90,10 @@ class tick_function {
   // any time and on any thread, also mid-frame and from inside its own execute_tick (an
   // any-thread tick on a worker included): it never runs afterwards. It waits only while
   // its tick may be running on another thread (a run started before it was unregistered
-  // included), never for a run its own thread is making, the game thread running its own
-  // queue meanwhile; destroyed off the game thread, the manager retires its record on the
-  // game thread. A subclass whose tick may be running on another thread when it is destroyed
+  // included), never for a run its own thread is making, nor for a thread that waits, in
+  // a destruction, for a run of this one's (two ticks destroying each other); the game
+  // thread's wait runs its own queue meanwhile and reports a stall; destroyed off the game
+  // thread, the manager retires its record on the game thread. A subclass whose tick may be running on another thread when it is destroyed
   // stops it first: by the time this destructor runs, the subclass's members are gone.
   virtual ~tick_function();
 

@@ -52,9 +52,11 @@
 // by every timer manager, so a stale handle, or one issued by another manager, names no
 // timer here: queries answer false or -1, clear/pause do nothing, set_timer sets a new timer.
 //
-// Thread-safety: a timer manager belongs to one thread (the first one that uses it); every
-// member function, tick() included, must be called from it, which debug builds check and
-// report. Distinct managers may be used on distinct threads at the same time, and handles
+// Thread-safety: a timer manager belongs to one thread (the first one that uses it, or the one
+// that claimed it: claim_for_this_thread); every member function, tick() included, must be
+// called from it. A call from another thread is reported, naming both threads, and refused:
+// it changes nothing, and a query answers as for a handle that names no timer (false, -1;
+// live_timer_count 0). Distinct managers may be used on distinct threads at the same time, and handles
 // are plain values that may be copied anywhere. Callbacks run on the owning thread, inside
 // tick(). The frame counter is called on the owning thread.
 #pragma once
@@ -121,6 +123,11 @@ class timer_manager {
   ~timer_manager();
   timer_manager(const timer_manager&) = delete;
   timer_manager& operator=(const timer_manager&) = delete;
+
+  // claim_for_this_thread makes the calling thread the manager's owner, before any other
+  // thread uses it (a world's manager is claimed by its game thread as the world is made).
+  // Called while another thread is using the manager, it is that misuse.
+  void claim_for_this_thread();
 
   // set_timer (re)starts the timer `handle` names, running `callback` (any callable, or a
   // delegate<void()>: a delegate bound to an object is tracked for that object) after

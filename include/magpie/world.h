@@ -88,7 +88,9 @@ class world {
   // ticks is the world's tick manager.
   tick_manager& ticks();
 
-  // timers is the world's timer manager (it knows the world's frame counter).
+  // timers is the world's timer manager (it knows the world's frame counter). It belongs to
+  // the game thread from the world's construction: a call from another thread (an any-thread
+  // tick's) is reported, naming that thread, and refused.
   timer_manager& timers();
 
   // tick runs one frame of `delta_seconds` real time (scaled by the time dilation); a

@@ -172,17 +172,47 @@ bool tick_manager::state::prerequisites_done(const unit& work) const {
   return true;
 }
 
+namespace {
+
+// idle_spells is how the game thread blocks while the units it waits for run elsewhere: in
+// short spells at first, so that it takes back a unit made ready meanwhile within one; after
+// a run of spells in which nothing moved, in one blocking wait for the unit, which still runs
+// the game thread's queue and takes the unit back if it can, and which reports a unit that
+// never completes (scheduler_options::stall_report_after) instead of spinning silently.
+class idle_spells {
+ public:
+  void progressed() { fruitless_ = 0; }
+  void wait(const task<>& handle) {
+    if (fruitless_ < fruitless_limit) {
+      ++fruitless_;
+      handle.wait(std::chrono::microseconds(20));
+    } else {
+      handle.wait();
+      fruitless_ = 0;
+    }
+  }
+
+ private:
+  // At least 10 ms of spells (each lasts 20 us or more): longer than a frame's usual wait
+  // for a long tick, so a frame that is only slow keeps helping.
+  static constexpr int fruitless_limit = 500;
+  int fruitless_ = 0;
+};
+
+}  // namespace
+
 // settle_game_units waits for the game-thread units among due_scratch (filing order). It
 // runs each one that is ready, oldest first, and its own queue; when none is ready (each
 // waits for any-thread units), it takes back a ready any-thread unit no worker has started —
 // one the oldest waiting unit waits for, else the newest one due, which the workers would
-// reach last — rather than idle. It blocks only when there is none either, in short spells.
+// reach last — rather than idle. It blocks only when there is none either (idle_spells).
 void tick_manager::state::settle_game_units() {
   game_due_scratch.clear();
   for (std::uint32_t index : due_scratch) {
     if (units[index].game_thread) game_due_scratch.push_back(index);
   }
   std::size_t oldest = 0;
+  idle_spells idle;
   for (;;) {
     while (oldest < game_due_scratch.size() && units[game_due_scratch[oldest]].handle.is_completed()) ++oldest;
     if (oldest == game_due_scratch.size()) return;
@@ -191,7 +221,10 @@ void tick_manager::state::settle_game_units() {
       const unit& work = units[game_due_scratch[at]];
       progressed = !work.handle.is_completed() && prerequisites_done(work) && work.handle.try_retract_and_execute();
     }
-    if (progressed || pool->process_until_idle(game_named) != 0) continue;
+    if (progressed || pool->process_until_idle(game_named) != 0) {
+      idle.progressed();
+      continue;
+    }
     const unit& waiting = units[game_due_scratch[oldest]];
     auto take_back = [&](std::uint32_t index) {
       const unit& other = units[index];
@@ -200,7 +233,11 @@ void tick_manager::state::settle_game_units() {
     };
     progressed = std::any_of(waiting.prerequisites.begin(), waiting.prerequisites.end(), take_back) ||
                  std::any_of(due_scratch.rbegin(), due_scratch.rend(), take_back);
-    if (!progressed) waiting.handle.wait(std::chrono::microseconds(20));
+    if (progressed) {
+      idle.progressed();
+    } else {
+      idle.wait(waiting.handle);
+    }
   }
 }
 
@@ -208,8 +245,7 @@ void tick_manager::state::settle_game_units() {
 // first (settle_game_units), while the workers run the rest; then the rest, oldest first.
 // While one has not completed, the game thread takes back the newest ready unit no worker
 // has started — the workers steal the oldest first, so the two rarely reach for the same
-// one — and blocks only when none is left, in short spells, so that a unit made ready
-// meanwhile waits no longer than that.
+// one — and blocks only when none is left (idle_spells).
 void tick_manager::state::wait_for(ticking_group up_to) {
   due_scratch.clear();
   auto keep = std::remove_if(pending.begin(), pending.end(), [&](std::uint32_t index) {
@@ -221,18 +257,27 @@ void tick_manager::state::wait_for(ticking_group up_to) {
   std::sort(due_scratch.begin(), due_scratch.end());
   settle_game_units();
   std::size_t newest = due_scratch.size();  // the units from here on have been looked at
+  idle_spells idle;
   for (std::size_t at = 0; at < due_scratch.size(); ++at) {
     const task<>& handle = units[due_scratch[at]].handle;
     while (!handle.is_completed()) {
-      if (pool->process_until_idle(game_named) != 0) continue;
+      if (pool->process_until_idle(game_named) != 0) {
+        idle.progressed();
+        continue;
+      }
       bool helped = false;
       while (!helped && newest > at) {
         const unit& later = units[due_scratch[newest - 1]];
         helped = !later.handle.is_completed() && prerequisites_done(later) && later.handle.try_retract_and_execute();
         if (!helped) --newest;  // started, done or still waiting: the wait below takes care of it
       }
-      if (!helped) handle.wait(std::chrono::microseconds(20));  // the wait takes the unit back if it can
+      if (helped) {
+        idle.progressed();
+      } else {
+        idle.wait(handle);  // the wait takes the unit back if it can
+      }
     }
+    idle.progressed();  // a unit completed
   }
 }
 

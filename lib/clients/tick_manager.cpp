@@ -106,16 +106,50 @@ ticks::member* tick_manager::state::member_this_frame(tick_slot& slot) {
   return &members[slot.member];
 }
 
-// wait_until_not_running returns once `work` is not running. On the game thread it keeps
-// running the game thread's queue meanwhile: a tick of that unit may be waiting for it.
-// Called after a member word of the unit was cleared, so a unit that starts later skips it
-// (see unit::run_state).
+// waiting_scope marks every unit the calling thread runs as waiting for `target` while it
+// lives (see unit::waiting_for).
+class waiting_scope {
+ public:
+  explicit waiting_scope(const unit& target) { mark(&target); }
+  ~waiting_scope() { mark(nullptr); }
+  waiting_scope(const waiting_scope&) = delete;
+  waiting_scope& operator=(const waiting_scope&) = delete;
+
+ private:
+  static void mark(const unit* target) {
+    for (const unit* at = running_unit; at != nullptr; at = at->outer) {
+      at->waiting_for.store(target, std::memory_order_seq_cst);  // seq_cst: see unit::waiting_for
+    }
+  }
+};
+
+// wait_until_not_running returns once `work` is not running, or at once where waiting could
+// not end: `work` runs on this thread, or its thread waits, in a destruction, for a unit this
+// thread runs (two running ticks destroying each other: the destruction that sees the other
+// waiting goes on without waiting, so the tick it destroys may still be running its body, as
+// when a tick is destroyed under itself in Unreal). On the game thread the wait is a blocking
+// task wait for the unit: it runs the game thread's queue meanwhile (a tick of that unit may
+// be waiting for it), never re-entering a queue the thread is processing further down its
+// stack, and it reports a stall (scheduler_options::stall_report_after). Called after a
+// member word of the unit was cleared, so a unit that starts later skips it (see
+// unit::run_state).
 void tick_manager::state::wait_until_not_running(const unit& work) {
   if (runs_on_this_thread(work)) return;
-  bool game = on_game_thread();
+  waiting_scope waiting(work);
+  // seq_cst: after our own mark above, pairs with the other thread's mark (unit::waiting_for)
+  const unit* its_wait = work.waiting_for.load(std::memory_order_seq_cst);
+  if (its_wait != nullptr && runs_on_this_thread(*its_wait)) return;
   // seq_cst: the other half of the exchange of stores described at unit::run_state
-  while (work.run_state.load(std::memory_order_seq_cst) == 1) {
-    if (!game || pool->process_until_idle(game_named) == 0) std::this_thread::yield();
+  if (work.run_state.load(std::memory_order_seq_cst) != 1) return;
+  if (on_game_thread()) {
+    work.handle.wait();  // the game thread launched it: its handle is set
+    return;
+  }
+  // Off the game thread the handle may still be being set by the launch: watch the state.
+  while (work.run_state.load(std::memory_order_seq_cst) == 1) {  // seq_cst: as above
+    std::this_thread::yield();
+    its_wait = work.waiting_for.load(std::memory_order_seq_cst);  // seq_cst: as above
+    if (its_wait != nullptr && runs_on_this_thread(*its_wait)) return;
   }
 }
 

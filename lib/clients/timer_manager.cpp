@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -79,24 +80,30 @@ struct timer_manager::state {
   std::uint64_t next_serial = 0;
   std::uint64_t serial_end = 0;
 
-#if MAGPIE_DEBUG_CHECKS
-  std::atomic<std::thread::id> owner{};  // a debug aid, not part of the algorithm
-#endif
+  // The thread the manager belongs to: the first that used it, or the one that claimed it.
+  std::atomic<std::thread::id> owner{};
 
   timer_slot& at(std::uint32_t index) { return pages[index >> page_bits][index & (page_size - 1)]; }
 
-  void check_owner([[maybe_unused]] const char* operation) {
-#if MAGPIE_DEBUG_CHECKS
+  // check_owner says whether the calling thread owns the manager (the first caller becomes
+  // the owner); a call from any other thread is reported, naming both threads, and refused.
+  bool check_owner(const char* operation) {
     std::thread::id me = std::this_thread::get_id();
-    std::thread::id expected{};
-    // relaxed: a debug aid; a real race on the owner is the very misuse being reported
-    if (owner.compare_exchange_strong(expected, me, std::memory_order_relaxed) || expected == me) return;
-    std::string message = "timer_manager::";
-    message.append(operation).append(
-        " called from a thread that does not own the manager (a timer manager belongs to the "
-        "first thread that used it)");
-    report(diagnostic_kind::misuse, message);
-#endif
+    // relaxed, both: the id is all that is read; a race for ownership is the misuse reported
+    std::thread::id current = owner.load(std::memory_order_relaxed);
+    if (current == me) return true;
+    if (current == std::thread::id{} && owner.compare_exchange_strong(current, me, std::memory_order_relaxed)) return true;
+    report_foreign_call(operation, me, current);
+    return false;
+  }
+
+  // report_foreign_call reports a call of `operation` on `caller`, a thread that is not `owning`.
+  [[gnu::cold, gnu::noinline]] static void report_foreign_call(const char* operation, std::thread::id caller,
+                                                               std::thread::id owning) {
+    std::ostringstream message;
+    message << "timer_manager::" << operation << " called on thread " << caller << ", which does not own the manager (thread "
+            << owning << " does: the first that used it, or the one that claimed it); refused";
+    report(diagnostic_kind::misuse, message.str());
   }
 
   // find is the slot `handle` names, or nullptr for invalid, stale and foreign handles.
@@ -364,6 +371,10 @@ timer_manager::timer_manager(frame_counter current_frame) : state_(std::make_uni
   state_->current_frame = std::move(current_frame);
 }
 
+void timer_manager::claim_for_this_thread() {
+  state_->owner.store(std::this_thread::get_id(), std::memory_order_relaxed);  // relaxed: see state::check_owner
+}
+
 timer_manager::~timer_manager() {
   if (state_->ticking) {
     report(diagnostic_kind::misuse, "timer_manager destroyed by one of its own callbacks");
@@ -388,7 +399,7 @@ static bool bind_callback(timer_slot& slot, void (*bind)(delegate<void()>&, void
 void timer_manager::set_timer_with(timer_handle& handle, binder bind, void* callback, const void* object,
                                    float rate, timer_params params) {
   state& s = *state_;
-  s.check_owner("set_timer");
+  if (!s.check_owner("set_timer")) return;
   if (std::isnan(rate) || std::isnan(params.first_delay)) {
     report(diagnostic_kind::misuse, "timer_manager::set_timer: rate or first_delay is NaN; no timer set");
     return;
@@ -421,7 +432,7 @@ void timer_manager::set_timer_with(timer_handle& handle, binder bind, void* call
 
 timer_handle timer_manager::set_timer_for_next_tick_with(binder bind, void* callback, const void* object) {
   state& s = *state_;
-  s.check_owner("set_timer_for_next_tick");
+  if (!s.check_owner("set_timer_for_next_tick")) return {};
   std::uint32_t index = s.allocate("set_timer_for_next_tick");
   if (index == no_slot) return {};
   timer_slot& slot = s.at(index);
@@ -442,14 +453,14 @@ timer_handle timer_manager::set_timer_for_next_tick_with(binder bind, void* call
 
 void timer_manager::clear_timer(timer_handle& handle) {
   state& s = *state_;
-  s.check_owner("clear_timer");
+  if (!s.check_owner("clear_timer")) return;
   if (timer_slot* slot = s.find(handle)) s.clear(state::index_of(slot->handle));
   handle.invalidate();
 }
 
 void timer_manager::clear_all_timers_for_object(const void* object) {
   state& s = *state_;
-  s.check_owner("clear_all_timers_for_object");
+  if (!s.check_owner("clear_all_timers_for_object")) return;
   if (object == nullptr) return;
   auto head = s.object_heads.find(object);
   if (head == s.object_heads.end()) return;
@@ -465,13 +476,13 @@ void timer_manager::clear_all_timers_for_object(const void* object) {
 
 void timer_manager::pause_timer(timer_handle handle) {
   state& s = *state_;
-  s.check_owner("pause_timer");
+  if (!s.check_owner("pause_timer")) return;
   if (timer_slot* slot = s.find(handle)) s.pause(state::index_of(slot->handle));
 }
 
 void timer_manager::unpause_timer(timer_handle handle) {
   state& s = *state_;
-  s.check_owner("unpause_timer");
+  if (!s.check_owner("unpause_timer")) return;
   timer_slot* slot = s.find(handle);
   if (slot == nullptr || slot->state != timer_state::paused) return;
   std::uint32_t index = state::index_of(slot->handle);
@@ -483,36 +494,36 @@ void timer_manager::unpause_timer(timer_handle handle) {
 }
 
 bool timer_manager::is_timer_active(timer_handle handle) const {
-  state_->check_owner("is_timer_active");
+  if (!state_->check_owner("is_timer_active")) return false;
   const timer_slot* slot = state_->find(handle);
   return slot != nullptr && slot->state != timer_state::paused;
 }
 
 bool timer_manager::is_timer_paused(timer_handle handle) const {
-  state_->check_owner("is_timer_paused");
+  if (!state_->check_owner("is_timer_paused")) return false;
   const timer_slot* slot = state_->find(handle);
   return slot != nullptr && slot->state == timer_state::paused;
 }
 
 bool timer_manager::is_timer_pending(timer_handle handle) const {
-  state_->check_owner("is_timer_pending");
+  if (!state_->check_owner("is_timer_pending")) return false;
   const timer_slot* slot = state_->find(handle);
   return slot != nullptr && slot->state == timer_state::pending;
 }
 
 bool timer_manager::timer_exists(timer_handle handle) const {
-  state_->check_owner("timer_exists");
+  if (!state_->check_owner("timer_exists")) return false;
   return state_->find(handle) != nullptr;
 }
 
 float timer_manager::get_timer_rate(timer_handle handle) const {
-  state_->check_owner("get_timer_rate");
+  if (!state_->check_owner("get_timer_rate")) return -1.f;
   const timer_slot* slot = state_->find(handle);
   return slot != nullptr ? slot->rate : -1.f;
 }
 
 float timer_manager::get_timer_elapsed(timer_handle handle) const {
-  state_->check_owner("get_timer_elapsed");
+  if (!state_->check_owner("get_timer_elapsed")) return -1.f;
   const timer_slot* slot = state_->find(handle);
   if (slot == nullptr) return -1.f;
   bool running = slot->state == timer_state::active || slot->state == timer_state::executing;
@@ -521,7 +532,7 @@ float timer_manager::get_timer_elapsed(timer_handle handle) const {
 }
 
 float timer_manager::get_timer_remaining(timer_handle handle) const {
-  state_->check_owner("get_timer_remaining");
+  if (!state_->check_owner("get_timer_remaining")) return -1.f;
   const timer_slot* slot = state_->find(handle);
   if (slot == nullptr) return -1.f;
   switch (slot->state) {
@@ -533,7 +544,7 @@ float timer_manager::get_timer_remaining(timer_handle handle) const {
 
 void timer_manager::tick(float delta_seconds) {
   state& s = *state_;
-  s.check_owner("tick");
+  if (!s.check_owner("tick")) return;
   if (s.ticking) {
     report(diagnostic_kind::misuse, "timer_manager::tick called from a timer callback; ignored");
     return;
@@ -564,13 +575,13 @@ void timer_manager::tick(float delta_seconds) {
 }
 
 bool timer_manager::has_been_ticked_this_frame() const {
-  state_->check_owner("has_been_ticked_this_frame");
+  if (!state_->check_owner("has_been_ticked_this_frame")) return false;
   return state_->current_frame && state_->last_ticked_frame &&
          *state_->last_ticked_frame == state_->current_frame();
 }
 
 std::size_t timer_manager::live_timer_count() const {
-  state_->check_owner("live_timer_count");
+  if (!state_->check_owner("live_timer_count")) return 0;
   return state_->live;
 }
 

@@ -32,7 +32,9 @@ struct world::state {
   bool ticking_tickables = false;
 
   state(scheduler& pool, tick_manager_options options)
-      : ticks(pool, options), timers([this] { return frames; }) {}
+      : ticks(pool, options), timers([this] { return frames; }) {
+    timers.claim_for_this_thread();  // the game thread's from the start, not the first user's
+  }
 
   bool on_game_thread() const { return std::this_thread::get_id() == game_thread; }
   void tick_tickables(float delta);
