@@ -497,6 +497,42 @@ TEST_CASE("tick_lifetime: a game-thread command destroying a running any-thread 
   }
 }
 
+// As above, the running tick then waiting for a task of the game thread's own: the game
+// thread, waiting for it from a command of its queue, runs that task from the same queue.
+TEST_CASE("tick_lifetime: a game-thread command destroying a running tick that waits for the game thread does not deadlock") {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    diagnostic_recorder recorder;
+    std::atomic<bool> waited_in_time{true};
+    bool destroyed = false;
+    run_bounded("the destroy-actor command, its tick waiting for the game thread", workers, [&] {
+      scheduler pool(tick_pool(workers));
+      tick_manager manager(pool);
+      std::atomic<bool> started{false};
+      std::unique_ptr<tick_function> actor;
+      actor = std::make_unique<tick_function>("actor", [&](float, level_tick) {
+        (void)pool.launch("destroy_actor", [&] { actor.reset(); }, magpie::on_thread(named_thread::game));
+        started.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        auto needs_game = pool.launch("needs_game", [] {}, magpie::on_thread(named_thread::game));
+        if (!needs_game.wait(std::chrono::seconds(3))) waited_in_time.store(false);
+      });
+      actor->set_run_on_any_thread(true);
+      tick_function pump("pump", [&](float, level_tick) {
+        auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        while (workers > 0 && !started.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      });
+      actor->register_tick_function(manager);
+      pump.register_tick_function(manager);
+      run_frame(manager);
+      destroyed = actor == nullptr;
+    });
+    CHECK(destroyed);
+    CHECK(waited_in_time.load());
+    CHECK(recorder.count() == 0);
+  }
+}
+
 // Two running ticks destroy each other: a game-thread one and an any-thread one on a worker.
 // Each destruction would wait for the other's run, which waits for it: the one that sees
 // the other waiting goes on without waiting.
