@@ -183,8 +183,8 @@ TEST_CASE("wait: a task waiting for itself is reported naming it, as the task be
     CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
     CHECK(message.find("'self waiter'") != std::string::npos);
     CHECK(message.find("the task this thread is running") != std::string::npos);
-    // The thread: a worker, or (no workers) the thread that ran it while waiting.
-    CHECK((message.find("on worker ") != std::string::npos || message.find("on thread ") != std::string::npos));
+    // The thread: a worker (standby included), or (no workers) the thread that ran it while waiting.
+    CHECK((message.find("worker ") != std::string::npos || message.find("on thread ") != std::string::npos));
   }
 }
 
