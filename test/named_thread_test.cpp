@@ -233,6 +233,28 @@ TEST_CASE("named_thread: attaching a named thread that is already attached is re
   CHECK(recorder.reports()[0].message.find("already attached") != std::string::npos);
 }
 
+TEST_CASE("named_thread: detach without attach, or on another scheduler, is reported and changes nothing") {
+  diagnostic_recorder recorder;
+  scheduler pool(small_pool());
+  scheduler other(small_pool());
+  pool.detach();  // never attached
+  REQUIRE(recorder.count() == 1);
+  CHECK(recorder.reports()[0].kind == magpie::diagnostic_kind::misuse);
+  CHECK(recorder.reports()[0].message.find("detach() called on thread ") != std::string::npos);  // the thread
+  CHECK(recorder.reports()[0].message.find("not attached") != std::string::npos);
+  {
+    attached_as game(pool, named_thread::game);
+    other.detach();  // attached, but to `pool`
+    REQUIRE(recorder.count() == 2);
+    CHECK(recorder.reports()[1].message.find("the game thread") != std::string::npos);
+    CHECK(recorder.reports()[1].message.find("another scheduler") != std::string::npos);
+    CHECK(pool.is_attached(named_thread::game));  // unchanged
+    CHECK(magpie::scheduler::current_named_thread() == named_thread::game);
+  }
+  CHECK_FALSE(pool.is_attached(named_thread::game));
+  CHECK(recorder.count() == 2);
+}
+
 TEST_CASE("named_thread: an attached thread's launches go to its own deque, which workers steal from") {
   for (unsigned workers : {0u, 1u, 4u}) {
     CAPTURE(workers);
@@ -363,6 +385,56 @@ TEST_CASE("named_thread: is_processing turning false publishes what the processi
     }
     watcher.join();
     gate.wait();
+  }
+}
+
+// A render thread processing its queue when the scheduler shuts down (or is destroyed) is
+// part of the drain: everything queued for it runs, then its processing call returns, and
+// only then is the scheduler freed.
+TEST_CASE("named_thread: shutdown lets a named thread that is processing run its queue, then ends the processing") {
+  for (unsigned workers : worker_counts) {
+    for (bool destroy : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(destroy);
+      diagnostic_recorder recorder;
+      auto pool = std::make_unique<scheduler>(small_pool(workers));
+      scheduler* shared = pool.get();
+      std::atomic<int> commands{0};
+      std::atomic<bool> left{false};
+      std::thread render([&] {
+        shared->attach(named_thread::render);
+        shared->process_until_request_return(named_thread::render);
+        left.store(true);
+        if (!destroy) shared->detach();  // the scheduler is still alive: shut down, not destroyed
+      });
+      while (!pool->is_processing(named_thread::render)) std::this_thread::yield();
+      constexpr int sent = 100;
+      for (int i = 0; i < sent; ++i) {
+        launch_on(*pool, named_thread::render, [&] {
+          commands.fetch_add(1);
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        });
+      }
+      if (destroy) {
+        pool.reset();  // the render thread never detached: reported, and it must not touch it again
+      } else {
+        pool->shutdown();
+      }
+      // Bounded: a processing call left running would hang the join.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!left.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      CHECK(left.load());
+      if (!left.load() && pool != nullptr) pool->request_return(named_thread::render);
+      if (left.load() || pool != nullptr) render.join();
+      else render.detach();
+      CHECK(commands.load() == sent);
+      for (const auto& each : recorder.reports()) {
+        CHECK(each.kind != magpie::diagnostic_kind::never_ran);
+        if (destroy) CHECK(each.message.find("still attached") != std::string::npos);
+      }
+      CHECK(recorder.count() == (destroy ? 1u : 0u));
+      pool.reset();
+    }
   }
 }
 

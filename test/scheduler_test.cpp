@@ -82,6 +82,25 @@ TEST_CASE("scheduler: every job launched from outside runs exactly once") {
   }
 }
 
+TEST_CASE("scheduler: the longest spin_for is bounded: idle workers still park, and the scheduler shuts down") {
+  // now + spin_for must not overflow (UBSan reports it) and the spin must end.
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    scheduler_options options = pool_of(workers);
+    options.spin_for = std::chrono::microseconds::max();
+    scheduler pool(options);
+    for (int round = 0; round < 3; ++round) {
+      std::atomic<int> done{0};
+      for (int i = 0; i < 100; ++i) launch(pool, [&] { done.fetch_add(1, std::memory_order_release); });  // release: pairs with the acquire below
+      help_until(pool, [&] { return done.load(std::memory_order_acquire) == 100; });  // acquire: pairs with the release
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the workers go idle, spin and park
+    }
+    const auto began = std::chrono::steady_clock::now();
+    pool.shutdown();
+    CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(10));
+  }
+}
+
 TEST_CASE("scheduler: at most 256 are alive at once; the 257th is refused, and a freed slot is used again") {
   // A task names its scheduler by a one-byte slot: creation past the limit must fail loudly.
   std::vector<std::unique_ptr<scheduler>> alive;

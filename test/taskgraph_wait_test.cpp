@@ -427,4 +427,61 @@ TEST_CASE("taskgraph: the game thread waiting for its own held-open task runs th
   }
 }
 
+
+// A game-thread wait that processes its queue for a return task (there are workers) on an
+// any-thread task that cannot run: the loop reports, as a blocking wait does, a stall past
+// stall_report_after naming the task and the thread, and a need of a named thread nobody
+// attached. Each hang is ended after 10 s by a rescuer, and fails.
+TEST_CASE("taskgraph: a named thread's return-task wait reports a stall and an unattached thread it needs") {
+  for (unsigned workers : test::worker_counts) {
+    for (bool needs_render : {false, true}) {
+      CAPTURE(workers);
+      CAPTURE(needs_render);
+      no_leaks leaks;
+      diagnostic_recorder recorder;
+      scheduler_options options = test::options_with(workers);
+      options.stall_report_after = std::chrono::milliseconds(100);
+      scheduler pool(options);
+      task_graph_interface graph(pool);
+      attached_as game(pool, named_thread::game);
+      graph_event_ref gate = graph_event::create_graph_event();  // never dispatched but by the rescuer
+      graph_event_ref render_work = function_graph_task::create_and_dispatch_when_ready(
+          [] {}, "render work", nullptr, named_threads::actual_rendering_thread);
+      graph_event_array before{needs_render ? render_work : gate};
+      graph_event_ref after = function_graph_task::create_and_dispatch_when_ready([] {}, "use loaded", &before);
+      const std::string expected = needs_render ? "render" : "has not completed";
+      std::atomic<bool> returned{false};
+      std::atomic<bool> rescued{false};
+      std::thread rescuer([&] {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (recorder.count_naming(expected) == 0 && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        rescued.store(recorder.count_naming(expected) == 0);
+        gate->dispatch_subsequents();
+        if (needs_render) {
+          attached_as render(pool, named_thread::render);
+          while (!returned.load()) {
+            graph.process_thread_until_idle(named_threads::actual_rendering_thread);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        }
+      });
+      graph.wait_until_task_completes(after, named_threads::game_thread);
+      returned.store(true);
+      rescuer.join();
+      CHECK_FALSE(rescued.load());
+      CHECK(after->is_complete());
+      bool named_both = false;
+      for (const auto& each : recorder.reports()) {
+        if (each.message.find(expected) == std::string::npos) continue;
+        if (!needs_render) CHECK(each.kind == diagnostic_kind::stalled);
+        named_both = named_both || (each.message.find(needs_render ? "render" : "use loaded") != std::string::npos &&
+                                    each.message.find("game") != std::string::npos);
+      }
+      CHECK(named_both);
+    }
+  }
+}
+
 }  // TEST_SUITE

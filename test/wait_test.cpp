@@ -168,6 +168,26 @@ TEST_CASE("wait: waiting inside a task for a task downstream of it is reported a
   }
 }
 
+TEST_CASE("wait: a task waiting for itself is reported naming it, as the task being run, and the thread") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    bool timed_out = false;
+    task<> self_waiter = pool.launch("self waiter", [&] { timed_out = !this_task().wait(std::chrono::milliseconds(1)); });
+    CHECK(self_waiter.wait(std::chrono::seconds(10)));
+    CHECK(timed_out);
+    REQUIRE(recorder.count() == 1);
+    const std::string message = recorder.reports()[0].message;
+    CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+    CHECK(message.find("'self waiter'") != std::string::npos);
+    CHECK(message.find("the task this thread is running") != std::string::npos);
+    // The thread: a worker (standby included), or (no workers) the thread that ran it while waiting.
+    CHECK((message.find("worker ") != std::string::npos || message.find("on thread ") != std::string::npos));
+  }
+}
+
 TEST_CASE("wait: timeouts — false behind an untriggered event, true once triggered") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);

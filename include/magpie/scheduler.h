@@ -110,7 +110,8 @@ struct scheduler_options {
   std::optional<thread_count> max_standby_workers{};
   // spin_for is how long an idle worker keeps looking before it parks: long enough that a
   // producer launching one job at a time does not pay a futex wake per job, short enough
-  // to leave an idle process at ~0 % CPU.
+  // to leave an idle process at ~0 % CPU. Values above 10 ms are taken as 10 ms
+  // (an idle worker still parks); zero or less: no spin.
   std::chrono::microseconds spin_for{50};
   std::function<void(const worker_info&)> on_worker_start{};  // run on each worker thread first (names, affinity, profilers)
   std::function<void(const worker_info&)> on_worker_exit{};   // run on each worker thread last
@@ -303,6 +304,22 @@ void schedule_item(scheduler& owner, work_item* item, priority p = priority::nor
 // producer; high first).
 void schedule_item(scheduler& owner, work_item* item, named_thread thread,
                    thread_queue queue = thread_queue::main, bool high_priority = false);
+
+// awaited_work describes, for reports, what a named thread's processing loop waits for:
+// describe(state) names it ("task 'load'", "tasks 'a', 'b' and 2 more"); unattached_reported:
+// the caller has reported already that it needs a named thread no thread has attached.
+struct awaited_work {
+  std::string (*describe)(const void* state);
+  const void* state;
+  bool unattached_reported = false;
+};
+
+// process_until_return_for is process_until_request_return for magpie's own layers waiting
+// on a named thread (Unreal's return-task pattern): it also reports, as a blocking wait
+// does, a wait that needs a named thread no thread has attached and a wait that makes no
+// progress for stall_report_after, naming `awaited` and the calling thread.
+void process_until_return_for(scheduler& owner, named_thread thread, thread_queue queue,
+                              const awaited_work& awaited);
 }  // namespace detail
 
 template <class F>

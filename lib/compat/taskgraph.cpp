@@ -79,7 +79,8 @@ bool all_complete(std::span<const graph_event_ref> tasks) noexcept {
 // report_unattached_need reports, once for a wait, the first of `pending` that runs only on
 // a named thread no thread has attached to `pool`: the waiting named thread would process
 // its own queue until one attaches, and without a word nobody would know why it hangs.
-void report_unattached_need(const scheduler& pool, std::span<const task<>> pending, named_thread waiting) {
+// Whether it reported one.
+bool report_unattached_need(const scheduler& pool, std::span<const task<>> pending, named_thread waiting) {
   for (const task<>& each : pending) {
     std::optional<named_thread> bound = each.runs_on();
     if (!bound || pool.is_attached(*bound)) continue;
@@ -89,8 +90,23 @@ void report_unattached_need(const scheduler& pool, std::span<const task<>> pendi
                each.name() + "', which runs only on " + needed + ", and no thread has attached as " + needed +
                " to this scheduler: the wait goes on until a thread attaches as " + needed + " and runs its queue",
            severity::warning);
-    return;
+    return true;
   }
+  return false;
+}
+
+// describe_pending names, for a wait's reports, the tasks (a std::vector<task<>> at
+// `state`) a named thread's wait is waiting for: the first three, and how many more.
+std::string describe_pending(const void* state) {
+  const auto& pending = *static_cast<const std::vector<task<>>*>(state);
+  constexpr std::size_t named_at_most = 3;
+  std::string text = pending.size() == 1 ? "taskgraph: task " : "taskgraph: tasks ";
+  for (std::size_t at = 0; at < pending.size() && at < named_at_most; ++at) {
+    if (at != 0) text += ", ";
+    text += "'" + std::string(pending[at].name()) + "'";
+  }
+  if (pending.size() > named_at_most) text += " and " + std::to_string(pending.size() - named_at_most) + " more";
+  return text;
 }
 
 }  // namespace
@@ -311,12 +327,14 @@ void task_graph_interface::wait_for(std::span<const graph_event_ref> tasks, name
       if (!pending.empty()) std::this_thread::yield();
     }
     if (pending.empty()) return;
-    report_unattached_need(*pool_, pending, thread);
+    bool unattached_reported = report_unattached_need(*pool_, pending, thread);
     scheduler* pool = pool_;
     task<> returner = pool_->launch("return_graph_task", [pool, thread, queue] { pool->request_return(thread, queue); },
                                     pending, on_thread(thread, queue, true));
     // A return requested earlier by someone else ends a round early: go on until ours ran.
-    while (!returner.is_completed()) pool_->process_until_request_return(thread, queue);
+    // The loop reports, as a blocking wait does, a stall and a need of an unattached thread.
+    detail::awaited_work awaited{describe_pending, &pending, unattached_reported};
+    while (!returner.is_completed()) detail::process_until_return_for(*pool_, thread, queue, awaited);
     return;
   }
   if (tasks.size() == 1) {

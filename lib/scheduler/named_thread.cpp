@@ -55,6 +55,10 @@ std::string queue_name(std::uint32_t index, thread_queue queue) {
   return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
 }
 
+thread_queue queue_of(const named_queue& source, const named_thread_state& state) {
+  return &source == &state.queues[0] ? thread_queue::main : thread_queue::local;
+}
+
 bool valid(named_thread thread) {
   if (thread.index() < named_thread::max_count) return true;
   report(diagnostic_kind::misuse, "scheduler: named thread index " + std::to_string(thread.index()) +
@@ -164,7 +168,17 @@ void scheduler::attach(named_thread thread) {
 
 void scheduler::detach() {
   thread_context& context = this_thread_context();
-  if (context.owner != impl_.get() || context.named < 0) return;
+  if (context.owner != impl_.get() || context.named < 0) {
+    // Nothing to undo here: the thread is not attached to this scheduler. Changed nothing.
+    std::string where = "is not attached as a named thread to any scheduler";
+    if (context.named >= 0) {
+      where = "is attached as the " + thread_name(static_cast<std::uint32_t>(context.named)) +
+              " thread to another scheduler, not to this one";
+    }
+    report(diagnostic_kind::misuse, "scheduler: detach() called on " + calling_thread_name() + ", which " + where +
+                                        "; ignored");
+    return;
+  }
   auto index = static_cast<std::uint32_t>(context.named);
   for (thread_queue queue : {thread_queue::main, thread_queue::local}) {
     // Only the attached thread processes its queues, so a claimed one is this thread's own:
@@ -234,20 +248,132 @@ void scheduler::process_until_request_return(named_thread thread, thread_queue q
   if (!valid(thread)) return;
   process_guard guard(*impl_, thread, queue, "process_until_request_return");
   if (!guard.claimed()) return;
+  impl_->process_until_return(thread.index(), queue, nullptr);
+}
+
+namespace {
+
+// unattached_with_work is a named thread of `owner` that no thread has attached and that has
+// work queued, which a wait may need; -1 if none.
+int unattached_with_work(const scheduler::impl& owner) noexcept {
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    const named_thread_state& state = owner.named[index];
+    // acquire: pairs with attach's exchange (a thread attached since is seen attached); a
+    // stale look only delays the report by one relook
+    if (state.attached.load(std::memory_order_acquire)) continue;
+    for (const named_queue& each : state.queues) {
+      if (!each.high.looks_empty() || !each.normal.looks_empty()) return static_cast<int>(index);
+    }
+  }
+  return -1;
+}
+
+// unattached_relook is how often a processing loop watched for a wait looks again for an
+// unattached named thread with work queued, until it has reported one.
+constexpr std::chrono::milliseconds unattached_relook{1000};
+
+}  // namespace
+
+void scheduler::impl::process_until_return(std::uint32_t index, thread_queue queue, const detail::awaited_work* awaited) {
   detail::prepare_to_help_or_block();  // it blocks: others may need what this thread holds aside
-  named_thread_state& state = impl_->named[thread.index()];
+  named_thread_state& state = named[index];
   named_queue& source = state.queues[static_cast<std::size_t>(queue)];
+  stall_watch watch;  // armed once the loop is about to block, for `awaited` only
+  bool unattached_reported = awaited != nullptr && awaited->unattached_reported;
+  auto next_unattached_look = std::chrono::steady_clock::time_point::min();
   for (;;) {
-    while (work_item* item = pop_next(source)) impl_->execute(item, nullptr);
+    bool ran = false;
+    while (work_item* item = pop_next(source)) {
+      execute(item, nullptr);
+      ran = true;
+    }
+    if (ran) watch.progressed();
     if (source.return_requested.exchange(false, std::memory_order_acq_rel)) return;  // acq_rel: sees what the requester did first
+    // Entered after shutdown: nothing will be queued here again.
+    if (stopping.load(std::memory_order_acquire)) return;  // acquire: pairs with shutdown's release
     auto key = state.wake.prepare_wait();
     if (!source.high.looks_empty() || !source.normal.looks_empty() ||
         source.return_requested.load(std::memory_order_relaxed)) {  // relaxed: ordered by the event count's fence
       state.wake.cancel_wait();
       continue;
     }
-    state.wake.commit_wait(key);
+    if (awaited == nullptr) {
+      state.wake.commit_wait(key);
+      continue;
+    }
+    // A wait's loop: it reports, about to block, an unattached named thread with work queued
+    // (the awaited work may need it), and once a block without progress past stall_after.
+    auto now = std::chrono::steady_clock::now();
+    auto left = watch.limit(stall_after, now);
+    if (!unattached_reported) {
+      if (now >= next_unattached_look) {
+        if (int idle = unattached_with_work(*this); idle >= 0) {
+          unattached_reported = true;
+          report(diagnostic_kind::misuse,
+                 awaited->describe(awaited->state) + " waited for on " + calling_thread_name() +
+                     " while work is queued on the " + thread_name(static_cast<std::uint32_t>(idle)) +
+                     " thread, which no thread has attached: if it needs that work, the wait goes on until a "
+                     "thread attaches as " + thread_name(static_cast<std::uint32_t>(idle)) + " and runs its queue",
+                 severity::warning);
+        } else {
+          next_unattached_look = now + unattached_relook;
+        }
+      }
+      if (!unattached_reported) left = std::min<std::chrono::nanoseconds>(left, next_unattached_look - now);
+    }
+    if (left == std::chrono::nanoseconds::max()) {
+      state.wake.commit_wait(key);
+    } else {
+      state.wake.commit_wait_for(key, left);
+    }
+    auto after = std::chrono::steady_clock::now();
+    if (watch.due(stall_after, after)) {
+      report(diagnostic_kind::stalled,
+             awaited->describe(awaited->state) + " waited for on " + calling_thread_name() +
+                 " (processing its queue " + queue_name(index, queue) + ") has not completed after " +
+                 std::to_string(watch.waited_ms(after)) + " ms; the wait goes on",
+             severity::warning);
+    }
   }
+}
+
+void detail::process_until_return_for(scheduler& owner, named_thread thread, thread_queue queue,
+                                      const awaited_work& awaited) {
+  if (!valid(thread)) return;
+  scheduler::impl& state = scheduler_access::of(owner);
+  process_guard guard(state, thread, queue, "process_until_request_return");
+  if (!guard.claimed()) return;
+  state.process_until_return(thread.index(), queue, &awaited);
+}
+
+bool scheduler::impl::end_named_processing() {
+  bool found = false;
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    named_thread_state& state = named[index];
+    for (named_queue& source : state.queues) {
+      // acquire: pairs with process_guard's release (what the processing ran is seen)
+      if (!source.processing.load(std::memory_order_acquire)) continue;
+      found = true;
+      // The processing thread runs what is queued, then sees the request: a loop of
+      // process_until_request_return returns, a process_until_idle returns by itself.
+      source.return_requested.store(true, std::memory_order_release);  // release: pairs with the loop's acq_rel exchange
+      state.wake.notify_all();
+      stall_watch watch;
+      while (source.processing.load(std::memory_order_acquire)) {  // acquire: as above
+        auto now = stall_watch::clock::now();
+        (void)watch.limit(stall_after, now);  // arms it
+        if (watch.due(stall_after, now)) {
+          report(diagnostic_kind::stalled,
+                 "scheduler: shutdown on " + calling_thread_name() + " has waited " +
+                     std::to_string(watch.waited_ms(now)) + " ms for the " + queue_name(index, queue_of(source, state)) +
+                     " to be run empty and its processing call to return",
+                 severity::warning);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+  return found;
 }
 
 void scheduler::request_return(named_thread thread, thread_queue queue) {

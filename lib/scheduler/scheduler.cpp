@@ -69,6 +69,9 @@ scheduler::impl::impl(scheduler& owner, scheduler_options chosen)
       options(std::move(chosen)),
       // The background workers are a part of the workers, the last ones.
       foreground_count(options.workers - std::min<unsigned>(options.background_workers, options.workers)) {
+  // An idle worker's spin ends at now + spin_for: bounded, so that the sum cannot overflow
+  // and the worker parks (scheduler_options::spin_for).
+  options.spin_for = std::min<std::chrono::microseconds>(options.spin_for, std::chrono::milliseconds(10));
   stall_after = options.stall_report_after;
   if (const char* text = std::getenv("MAGPIE_STALL_REPORT_MS"); text != nullptr && *text != '\0') {
     stall_after = std::chrono::milliseconds(std::strtoll(text, nullptr, 10));
@@ -531,6 +534,9 @@ void scheduler::impl::shutdown() {
     if (detail::shutdown_drain_fn drain = detail::installed_shutdown_drain.load(std::memory_order_acquire)) {
       while (drain(*this)) drain_until_quiescent();
     }
+    // A named thread processing its queue is part of the drain: it runs what is queued there,
+    // then its processing call returns, before anything is freed.
+    while (end_named_processing()) drain_until_quiescent();
     stopping.store(true, std::memory_order_release);  // release: pairs with the workers' acquire loads
     foreground_wake.notify_all();
     background_wake.notify_all();

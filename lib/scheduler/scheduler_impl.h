@@ -360,6 +360,15 @@ struct scheduler::impl {
   // it, so that the thread's next current(), attach() or wait detaches it with a report
   // instead of using the freed scheduler (lib/scheduler/named_thread.cpp).
   void close_attachments();
+  // process_until_return is process_until_request_return's loop over named thread `index`'s
+  // `queue`, which the caller has claimed. With `awaited` (a wait's loop) it reports, as a
+  // native wait does, an unattached named thread with work queued and a stall past
+  // stall_after, each once.
+  void process_until_return(std::uint32_t index, thread_queue queue, const detail::awaited_work* awaited);
+  // end_named_processing is shutdown's step for named threads: each queue a thread is
+  // processing is run empty by that thread, then its processing call is ended (as
+  // request_return does) and waited for until it has returned. Whether it found any.
+  bool end_named_processing();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.
   bool run_one_named_item(std::uint32_t index);

@@ -123,11 +123,14 @@ void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
 // which it waits for. Cold and out of line, so wait() keeps a small frame.
 [[gnu::cold, gnu::noinline]] void report_waiting_inside(const task_base* task, const task_base* running) noexcept {
   if (running == task) {
-    report(diagnostic_kind::misuse, std::string("task '") + task->name +
-                                        "' waited for from inside its own execution: it can never complete");
+    // The task is the one the caller is running (for a tick, the chunk of ticks running it).
+    report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for on " + calling_thread_name() +
+                                        " from inside its own body: it is the task this thread is running "
+                                        "(a tick's this_task() is the chunk running the tick), so it can never complete");
   } else {
-    report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for inside task '" +
-                                        running->name + "', which it waits for: a dependency cycle, it can never complete");
+    report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for on " + calling_thread_name() +
+                                        " inside task '" + running->name +
+                                        "', which it waits for: a dependency cycle, it can never complete");
   }
 }
 
