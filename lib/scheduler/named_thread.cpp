@@ -251,13 +251,9 @@ void scheduler::process_until_request_return(named_thread thread, thread_queue q
   impl_->process_until_return(thread.index(), queue, nullptr);
 }
 
-namespace {
-
-// unattached_with_work is a named thread of `owner` that no thread has attached and that has
-// work queued, which a wait may need; -1 if none.
-int unattached_with_work(const scheduler::impl& owner) noexcept {
+int scheduler::impl::unattached_with_work() const noexcept {
   for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
-    const named_thread_state& state = owner.named[index];
+    const named_thread_state& state = named[index];
     // acquire: pairs with attach's exchange (a thread attached since is seen attached); a
     // stale look only delays the report by one relook
     if (state.attached.load(std::memory_order_acquire)) continue;
@@ -267,12 +263,6 @@ int unattached_with_work(const scheduler::impl& owner) noexcept {
   }
   return -1;
 }
-
-// unattached_relook is how often a processing loop watched for a wait looks again for an
-// unattached named thread with work queued, until it has reported one.
-constexpr std::chrono::milliseconds unattached_relook{1000};
-
-}  // namespace
 
 void scheduler::impl::process_until_return(std::uint32_t index, thread_queue queue, const detail::awaited_work* awaited) {
   detail::prepare_to_help_or_block();  // it blocks: others may need what this thread holds aside
@@ -307,7 +297,7 @@ void scheduler::impl::process_until_return(std::uint32_t index, thread_queue que
     auto left = watch.limit(stall_after, now);
     if (!unattached_reported) {
       if (now >= next_unattached_look) {
-        if (int idle = unattached_with_work(*this); idle >= 0) {
+        if (int idle = unattached_with_work(); idle >= 0) {
           unattached_reported = true;
           report(diagnostic_kind::misuse,
                  awaited->describe(awaited->state) + " waited for on " + calling_thread_name() +

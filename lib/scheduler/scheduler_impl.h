@@ -372,6 +372,12 @@ struct scheduler::impl {
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing), or of its deque; on that thread.
   bool run_one_named_item(std::uint32_t index);
+  // unattached_with_work is a named thread no thread has attached that has work queued,
+  // which a wait may need; -1 if none. A look of a few loads per named thread.
+  int unattached_with_work() const noexcept;
+  // unattached_relook is how often a blocked wait, or a processing loop watched for one,
+  // looks again for such a thread, until it has reported one.
+  static constexpr std::chrono::milliseconds unattached_relook{1000};
 
   scheduler& facade;
   scheduler_options options;

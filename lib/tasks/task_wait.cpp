@@ -150,28 +150,15 @@ class waiter_policy {
   const thread_context& context_;
 };
 
-// unattached_relook is how often a blocked wait that needed no unattached named thread
-// looks again: a blocked waiter wakes that often, for a look of a few loads.
-constexpr std::chrono::milliseconds unattached_relook{1000};
-
 // unattached_named_thread is a named thread of `owner` that no thread has attached and whose
 // work a wait may need: `target`, the one the awaited task is bound to, or (target_none)
 // one with work queued (a coroutine's resumption there, a piped task bound there); -1 if none.
 int unattached_named_thread(std::uint32_t target, const scheduler::impl& owner) noexcept {
-  // acquire, all: pairs with attach's exchange (a thread attached since is seen attached);
-  // a stale look only delays the report by one relook
-  if (target != target_none) {
-    auto index = target >> 2u;
-    return owner.named[index].attached.load(std::memory_order_acquire) ? -1 : static_cast<int>(index);
-  }
-  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
-    const named_thread_state& state = owner.named[index];
-    if (state.attached.load(std::memory_order_acquire)) continue;
-    for (const named_queue& each : state.queues) {
-      if (!each.high.looks_empty() || !each.normal.looks_empty()) return static_cast<int>(index);
-    }
-  }
-  return -1;
+  if (target == target_none) return owner.unattached_with_work();
+  auto index = target >> 2u;
+  // acquire: pairs with attach's exchange (a thread attached since is seen attached); a
+  // stale look only delays the report by one relook
+  return owner.named[index].attached.load(std::memory_order_acquire) ? -1 : static_cast<int>(index);
 }
 
 // report_unattached reports a wait for `task` that needs named thread `index`, which no
@@ -224,8 +211,8 @@ std::chrono::nanoseconds unattached_look::look(std::uint8_t owner_index, std::ui
   }
   // No need seen: look again after a while (work may be queued there while this blocks,
   // and nothing wakes it for that).
-  next_look_ = now + unattached_relook;
-  return unattached_relook;
+  next_look_ = now + scheduler::impl::unattached_relook;
+  return scheduler::impl::unattached_relook;
 }
 
 bool run_own_named_work() noexcept {
