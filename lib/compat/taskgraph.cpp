@@ -103,7 +103,10 @@ std::string describe_pending(const void* state) {
   std::string text = pending.size() == 1 ? "taskgraph: task " : "taskgraph: tasks ";
   for (std::size_t at = 0; at < pending.size() && at < named_at_most; ++at) {
     if (at != 0) text += ", ";
-    text += "'" + std::string(pending[at].name()) + "'";
+    // appended piecewise, not "'" + string: GCC 12's -Wrestrict misfires on that at -O3
+    text += '\'';
+    text += pending[at].name();
+    text += '\'';
   }
   if (pending.size() > named_at_most) text += " and " + std::to_string(pending.size() - named_at_most) + " more";
   return text;
