@@ -1134,6 +1134,51 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
   }
 }
 
+namespace {
+
+// launch_typed launches a task whose body is of a type of its own for each `Type`.
+template <int Type>
+task<int> launch_typed(scheduler& pool, int i) {
+  return pool.launch("typed part", [i] { return i + 0 * Type; });
+}
+
+}  // namespace
+
+// An entry says itself whether it is a task, whatever the task's type: random-order waits
+// over a batch of many task types (here six, each launched from its own place) drop every
+// stale entry they uncover, as with one type, and leave no task alive.
+TEST_CASE("wait: waiting in random order over many task types leaves no stale entries, with no workers") {
+  for (bool attached : {true, false}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    const std::int64_t before = detail::live_tasks();
+    std::mt19937 shuffler(20261128);
+    for (int round = 0; round < 10; ++round) {
+      CAPTURE(round);
+      std::vector<task<int>> handles;
+      for (int i = 0; i < 600; ++i) {
+        switch (i % 6) {
+          case 0: handles.push_back(launch_typed<0>(pool, i)); break;
+          case 1: handles.push_back(launch_typed<1>(pool, i)); break;
+          case 2: handles.push_back(launch_typed<2>(pool, i)); break;
+          case 3: handles.push_back(launch_typed<3>(pool, i)); break;
+          case 4: handles.push_back(launch_typed<4>(pool, i)); break;
+          default: handles.push_back(launch_typed<5>(pool, i)); break;
+        }
+      }
+      std::vector<std::size_t> order(handles.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::shuffle(order.begin(), order.end(), shuffler);
+      for (std::size_t index : order) CHECK(handles[index].get_result() == static_cast<int>(index));
+      handles.clear();
+      CHECK(detail::live_tasks() == before);
+    }
+    if (attached) pool.detach();
+  }
+}
+
 // With no workers, a wait at top level runs the older tasks of its task's type (one launch
 // site, as a loop launching a batch) oldest first, as Unreal's no-threading mode runs each
 // task at its launch: a task after another may wait for an event that one triggers, and runs
