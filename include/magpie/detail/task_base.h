@@ -12,10 +12,19 @@
 //     (nested edges, pipe, exception, an event's prerequisite groups) out of line in
 //     `extras`. The header is 48 bytes: a task with 16 bytes of captures is one cache line.
 //
-// Reference owners: each handle; the system, from launch until the task has run (a
-// queued task) or completed (an event or inline task); each subsequent that lists the
-// task as a prerequisite, until that subsequent starts; the edge of each nested task, on
-// its parent, until the nested task completes; a pipe's "last task" slot.
+// Who frees a task: whoever drops its last reference, and nothing else decides it
+// (destroy_task, lib/tasks/task_references.cpp). The owners of a reference: each handle;
+// the system, from launch until the task has run (a queued task) or completed (an event or
+// inline task); each subsequent that lists the task as a prerequisite, until that
+// subsequent starts; the edge of each nested task, on its parent, until the nested task
+// completes; a pipe's "last task" slot. A handle is also counted as a handle, so whoever
+// lets go of the last handle knows it; while that handle still holds the task, it does the
+// last handle's duties: an untriggered event can no longer be triggered (it triggers it,
+// or reports what waits for it), and a waiter that ran the task for its handles may have
+// left them the queue's reference (task_state::leave_reference_to_handles: a store where
+// a drop would take a read-modify-write), which goes with the last handle. A dropper that
+// sees the count hold only what it owns destroys without a write: nobody can add a
+// reference without holding one.
 //
 // Everything that is not a template lives in lib/tasks/task*.cpp.
 #pragma once
