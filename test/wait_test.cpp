@@ -123,6 +123,36 @@ TEST_CASE("wait: a task a waiter took back off its own deque goes with its last 
   pool.detach();
 }
 
+// Two handles dropped at once on two threads, after a waiter ran the task through one of
+// them and left the queue's reference to the handles: each turns its handle into a plain
+// reference, and whichever finds it dropped the last handle releases the left reference
+// too. Neither may miss it (a leak) or both take it (a double free).
+TEST_CASE("wait stress: two handles dropped at once, after a waiter left the queue's reference to them" *
+          doctest::test_suite("stress")) {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // launches go to this thread's deque; waits take them back
+  const std::int64_t before = detail::live_tasks();
+  for (int round = 0; round < 200 * test::stress_repeat(); ++round) {
+    task<int> one = pool.launch("one", [] { return 1; });
+    task<int> copy = one;
+    REQUIRE(one.get_result() == 1);  // taken back and run here: the reference goes to the handles
+    std::atomic<int> ready{0};
+    auto drop = [&ready](task<int> handle) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      handle = task<int>();
+    };
+    std::thread first(drop, std::move(one));
+    std::thread second(drop, std::move(copy));
+    first.join();
+    second.join();
+    CHECK(detail::live_tasks() == before);
+  }
+  pool.detach();
+}
+
 TEST_CASE("wait: waiting on a task from inside itself is reported and returns") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;
