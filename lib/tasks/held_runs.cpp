@@ -14,14 +14,14 @@ held_run::held_run(work_item* const* items, std::size_t count, work_stealing_deq
       outer_(innermost_held_run) {
   deque->set_low_water(deque->end_index());
   innermost_held_run = this;
-  before_help_or_block = &spill_held_runs_slowly;  // the scheduler's hook: spill before it helps or blocks
+  scheduler_tls.before_help_or_block = &spill_held_runs_slowly;  // the scheduler's hook: spill before it helps or blocks
 }
 
 held_run::~held_run() {
   // The run this one is nested in (if any) tracks its low water across this one's time too.
   deque_->set_low_water(std::min(outer_low_water_, deque_->low_water()));
   innermost_held_run = outer_;
-  if (outer_ == nullptr) before_help_or_block = nullptr;
+  if (outer_ == nullptr) scheduler_tls.before_help_or_block = nullptr;
 }
 
 void spill_held_runs_slowly() noexcept {
