@@ -231,7 +231,7 @@ class task_group {
   // remember_home keeps the calling thread's own deque, if it has one for owner_, with
   // what its spawns need: read once here rather than per spawn.
   void remember_home(const detail::thread_context& context) noexcept {
-    home_generation_ = context.own_deque_generation;
+    home_generation_ = detail::own_deque_generation;
     if (context.owner != owner_ || context.deque == nullptr) return;  // the general paths look each time
     home_deque_ = context.deque;
     home_accepting_ = context.push_gate;
@@ -244,7 +244,7 @@ class task_group {
   // share a generation, and a thread with a deque has a non-zero one, so the generation
   // alone tells the home thread apart (even from a new thread that took a dead one's tag).
   bool on_home_deque() const noexcept {
-    return home_deque_ != nullptr && detail::this_thread_deque_generation() == home_generation_;
+    return home_deque_ != nullptr && detail::own_deque_generation == home_generation_;
   }
   // releases_memory says whether a finished child's block goes back to the pool.
   bool releases_memory(const void* child) const noexcept { return child != inline_child_; }

@@ -6,7 +6,7 @@
 // await run from another thread_local's destructor finds the fields as they were.
 //
 // Outside it: the thread's tag and own-deque generation, which task_group's inline spawn
-// and join read from the public thread context (include/magpie/detail/thread_tag.h).
+// and join read (include/magpie/detail/thread_tag.h).
 #pragma once
 
 #include <cstdint>

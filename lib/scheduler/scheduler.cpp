@@ -43,11 +43,13 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
 }  // namespace
 
 constinit thread_local thread_context detail::current_thread_context;
+constinit thread_local char detail::thread_tag = 0;
+constinit thread_local std::uint64_t detail::own_deque_generation = 0;
 
 void detail::renew_own_deque_generation() noexcept {
   static std::atomic<std::uint64_t> last{0};
   // relaxed: only uniqueness matters
-  current_thread_context.own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 constinit thread_local detail::scheduler_thread_state detail::scheduler_tls;

@@ -465,11 +465,7 @@ class as_worker {
     context_.pool_thread = true;
     renew_own_deque_generation();
   }
-  ~as_worker() {
-    const std::uint64_t generation = context_.own_deque_generation;  // generations never go back
-    context_ = thread_context{};
-    context_.own_deque_generation = generation;
-  }
+  ~as_worker() { context_ = thread_context{}; }
   as_worker(const as_worker&) = delete;
   as_worker& operator=(const as_worker&) = delete;
 
@@ -517,17 +513,13 @@ class guest_of {
       context_.push_gate = &host.accepting;
       context_.wakes_workers = !host.workers.empty();
       // task_group tells its home thread by a generation a thread with a deque never shares.
-      if (context_.deque != nullptr && context_.own_deque_generation == 0) renew_own_deque_generation();
+      if (context_.deque != nullptr && own_deque_generation == 0) renew_own_deque_generation();
     }
     context_.owner = &host;
     context_.facade = &host.facade;
     ++context_.running;
   }
-  ~guest_of() {
-    const std::uint64_t generation = context_.own_deque_generation;  // generations never go back
-    context_ = outer_;
-    context_.own_deque_generation = generation;
-  }
+  ~guest_of() { context_ = outer_; }
   guest_of(const guest_of&) = delete;
   guest_of& operator=(const guest_of&) = delete;
 

@@ -9,7 +9,6 @@
 #include <magpie/scheduler.h>
 
 #include <atomic>
-#include <cstdint>
 
 namespace magpie {
 struct worker;  // lib/scheduler/scheduler_impl.h
@@ -39,12 +38,6 @@ struct thread_context {
   // A worker or standby thread of some scheduler, whichever scheduler's work it runs now
   // (running another's, `self` is hidden): its stack is the pool's, not the user's.
   bool pool_thread = false;
-  // Changes whenever this thread's own deque may change: when it starts as a worker,
-  // attaches as a named thread or detaches, or first runs another scheduler's work on a
-  // lent deque (renew_own_deque_generation, thread_tag.h). Zero on a thread that has done
-  // none of these; never the same value on two threads, or twice on one, so the guards
-  // that put an earlier context back keep the current generation.
-  std::uint64_t own_deque_generation = 0;
 };
 
 // The calling thread's context: constant-initialised, so every access is one
