@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -137,6 +138,46 @@ TEST_CASE("lent_deques: a thread exiting with a record of a scheduler whose slot
     // The stale record handed back nothing of the new scheduler's: its lending still works.
     std::thread([&] { CHECK(again->launch("after", [] { return 7; }).get_result() == 7); }).join();
     CHECK(again->launch("after", [] { return 8; }).get_result() == 8);
+  }
+}
+
+namespace {
+// launch_at_thread_exit runs `then` from a thread_local's destructor. Made before its
+// thread's first launch, it is destroyed after that launch's thread-exit returners have
+// handed the thread's lent deque, pin record and census record back.
+struct launch_at_thread_exit {
+  std::function<void()> then;
+  ~launch_at_thread_exit() {
+    if (then) then();
+  }
+};
+thread_local launch_at_thread_exit at_thread_exit;
+}  // namespace
+
+TEST_CASE("lent_deques: a thread_local's destructor launches and waits after the thread handed its records back") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<int> ran{0};
+    std::atomic<bool> late_finished{false};
+    std::thread([&] {
+      at_thread_exit.then = [&] {  // constructs the thread_local first
+        task<> late = pool.launch("late", [&ran] { ran.fetch_add(1); });
+        late_finished.store(late.wait(std::chrono::seconds(10)));
+      };
+      task<> early = pool.launch("early", [&ran] { ran.fetch_add(1); });  // borrows a deque: claims every record
+      early.wait();
+    }).join();
+    CHECK(late_finished.load());
+    CHECK(ran.load() == 2);
+    // Another thread borrows a deque and waits on it as usual.
+    std::thread([&] {
+      std::vector<task<>> again;
+      for (int i = 0; i < 100; ++i) again.push_back(pool.launch("again", [&ran] { ran.fetch_add(1); }));
+      CHECK(wait_all(again));
+    }).join();
+    CHECK(ran.load() == 102);
   }
 }
 

@@ -17,7 +17,7 @@ namespace magpie {
 
 namespace ticks {
 
-thread_local const unit* running_unit = nullptr;
+constinit thread_local const unit* running_unit = nullptr;
 
 void report_tick_exception(const tick_slot& slot, std::exception_ptr error) {
   std::string what = "an exception not derived from std::exception";

@@ -1,5 +1,6 @@
 // Coroutine tasks: suspending, resuming, and giving up on a coroutine that cannot resume.
 #include "../tasks/task_internal.h"
+#include "thread_state.h"
 
 #include <magpie/coroutine.h>
 #include <magpie/diagnostics.h>
@@ -54,9 +55,8 @@ class stripe_lock {
 
 // own_stripe is the calling thread's stripe, handed out round robin on first use.
 std::uint8_t own_stripe() noexcept {
-  constexpr std::uint8_t unassigned = 0xff;
-  constinit thread_local std::uint8_t mine = unassigned;
-  if (mine == unassigned) {
+  std::uint8_t& mine = forkjoin_tls.stripe;
+  if (mine == forkjoin_thread_state::unassigned_stripe) {
     static std::atomic<std::uint32_t> next_stripe{0};
     // relaxed: only spreads threads over the stripes; nothing is published by it
     mine = static_cast<std::uint8_t>(next_stripe.fetch_add(1, std::memory_order_relaxed) % stripe_count);
@@ -246,26 +246,24 @@ constexpr unsigned max_inline_await_depth = 64;
 // turns inline runs back on.
 constexpr unsigned inline_probe_period = 64;
 
-// past_inline_bound: an await on this thread was refused at the depth bound, and no inline
-// run has completed its task since. awaits_since_probe counts the awaits that suspended at
-// once since the last one that tried.
-constinit thread_local bool past_inline_bound = false;
-constinit thread_local unsigned awaits_since_probe = 0;
+// forkjoin_tls.past_inline_bound: an await on this thread was refused at the depth bound,
+// and no inline run has completed its task since. forkjoin_tls.awaits_since_probe counts
+// the awaits that suspended at once since the last one that tried.
 
 bool run_awaited_here(task_base* awaited) noexcept {
   // (Its own task, already begun, is left alone by retract: the claim fails.)
   if (awaited->kind() != task_kind::queued) return false;
   if (innermost_running != nullptr && innermost_running->depth >= max_inline_await_depth) {
-    past_inline_bound = true;
+    forkjoin_tls.past_inline_bound = true;
     return false;
   }
-  if (past_inline_bound) {
-    if (++awaits_since_probe < inline_probe_period) return false;
-    awaits_since_probe = 0;
+  if (forkjoin_tls.past_inline_bound) {
+    if (++forkjoin_tls.awaits_since_probe < inline_probe_period) return false;
+    forkjoin_tls.awaits_since_probe = 0;
   }
   retract(awaited, 0, nullptr, /*finish_open=*/false);  // its resumption may link to it (retract)
   if (!awaited->is_completed()) return false;
-  past_inline_bound = false;
+  forkjoin_tls.past_inline_bound = false;
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Fork-join: spawning task_group children and joining them (include/magpie/task_group.h).
 #include "../tasks/held_runs.h"
 #include "../scheduler/scheduler_impl.h"
+#include "thread_state.h"
 
 #include <magpie/detail/task_base.h>
 #include <magpie/diagnostics.h>
@@ -20,17 +21,9 @@ constexpr int max_foreign_depth = 64;
 // spin_checks is how long a joiner with nothing to run watches the count before sleeping.
 constexpr int spin_checks = 256;
 
-thread_local int foreign_depth = 0;
-
 }  // namespace
 
-constinit thread_local char detail::thread_tag = 0;
-constinit thread_local std::uint64_t detail::own_deque_generation = 0;
-
-void detail::renew_own_deque_generation() noexcept {
-  static std::atomic<std::uint64_t> last{0};
-  own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only uniqueness matters
-}
+constinit thread_local detail::forkjoin_thread_state detail::forkjoin_tls;
 
 scheduler::impl* task_group::default_owner() { return &detail::scheduler_access::of(default_scheduler()); }
 
@@ -68,7 +61,7 @@ void task_group::spawn_general(detail::group_child_base* child, priority at) {
   // take them back from the shared queue. Either way the joiner keeps them.
   bool keep_private = own == nullptr && (owner_->workers.empty() ||
                                          (home && (context.self != nullptr ||
-                                                                foreign_depth >= max_foreign_depth)));
+                                                                detail::forkjoin_tls.foreign_depth >= max_foreign_depth)));
   if (keep_private) {
     child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
     while (!private_children_.compare_exchange_weak(child->next_private, child,
@@ -152,9 +145,9 @@ bool task_group::help(int joiner_depth) noexcept {
   }
   if (item == nullptr) item = self != nullptr ? owner_->find_work(self) : owner_->find_work_as_helper();
   if (item == nullptr) return false;
-  ++foreign_depth;
+  ++detail::forkjoin_tls.foreign_depth;
   owner_->execute(item, self);
-  --foreign_depth;
+  --detail::forkjoin_tls.foreign_depth;
   return true;
 }
 
@@ -190,7 +183,7 @@ void task_group::join(std::uint32_t ran_here) noexcept {
       spins = 0;
       continue;
     }
-    if (help(foreign_depth)) {
+    if (help(detail::forkjoin_tls.foreign_depth)) {
       spins = 0;
       continue;
     }

@@ -3,6 +3,8 @@
 #include <magpie/diagnostics.h>
 #include <magpie/detail/atomics.h>
 
+#include "thread_state.h"
+
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -31,13 +33,6 @@ std::array<std::atomic<std::uint64_t>, site_count> injected{};
 
 constexpr std::uint64_t anonymous_base = std::uint64_t{1} << 32;
 
-struct thread_decisions {
-  std::uint64_t generation = 0;  // 0: never drawn (generations start at 1)
-  std::uint64_t identity = 0;
-  bool identity_fixed = false;
-  std::uint64_t state = 0;
-};
-constinit thread_local thread_decisions mine{};
 
 // splitmix64: a full-period generator whose every output is well mixed, so consecutive
 // seeds and identities give unrelated sequences.
@@ -49,24 +44,24 @@ std::uint64_t next(std::uint64_t& state) noexcept {
 }
 
 void restart_generator(std::uint64_t current_generation) noexcept {
-  if (!mine.identity_fixed) {
-    mine.identity = anonymous_base + next_anonymous.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter; its order is the race being numbered
+  if (!primitives_tls.chaos.identity_fixed) {
+    primitives_tls.chaos.identity = anonymous_base + next_anonymous.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter; its order is the race being numbered
   }
-  std::uint64_t mix = seed_in_force.load(std::memory_order_relaxed) ^ (mine.identity * 0xd1b54a32d192ed03ULL);  // relaxed: published by generation's release
-  mine.state = mix;
-  (void)next(mine.state);
-  mine.generation = current_generation;
+  std::uint64_t mix = seed_in_force.load(std::memory_order_relaxed) ^ (primitives_tls.chaos.identity * 0xd1b54a32d192ed03ULL);  // relaxed: published by generation's release
+  primitives_tls.chaos.state = mix;
+  (void)next(primitives_tls.chaos.state);
+  primitives_tls.chaos.generation = current_generation;
 }
 
 }  // namespace
 
 void inject(site where) noexcept {
   std::uint64_t current_generation = generation.load(std::memory_order_acquire);  // acquire: pairs with start()'s release, for the seed
-  if (mine.generation != current_generation) restart_generator(current_generation);
-  std::uint64_t draw = next(mine.state);
+  if (primitives_tls.chaos.generation != current_generation) restart_generator(current_generation);
+  std::uint64_t draw = next(primitives_tls.chaos.state);
   if ((draw >> 32) >= threshold_in_force.load(std::memory_order_relaxed)) return;  // relaxed: published by generation's release
   injected[static_cast<std::size_t>(where)].fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-  std::uint64_t how = next(mine.state);
+  std::uint64_t how = next(primitives_tls.chaos.state);
   unsigned kind = static_cast<unsigned>(how % 100);
   if (kind < 50) {
     std::this_thread::yield();
@@ -169,9 +164,9 @@ std::string_view name(site where) noexcept {
 }
 
 void set_thread_identity(std::uint64_t identity) noexcept {
-  state::mine.identity = identity;
-  state::mine.identity_fixed = true;
-  state::mine.generation = 0;  // draw afresh from the seed with this identity
+  detail::primitives_tls.chaos.identity = identity;
+  detail::primitives_tls.chaos.identity_fixed = true;
+  detail::primitives_tls.chaos.generation = 0;  // draw afresh from the seed with this identity
 }
 
 }  // namespace magpie::chaos

@@ -2,6 +2,8 @@
 #include <magpie/detail/task_pool.h>
 #include <magpie/task_memory.h>
 
+#include "thread_state.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -16,6 +18,10 @@
 #define MAGPIE_POISON(address, size) ((void)(address), (void)(size))
 #define MAGPIE_UNPOISON(address, size) ((void)(address), (void)(size))
 #endif
+
+namespace magpie::detail {
+constinit thread_local primitives_thread_state primitives_tls;
+}  // namespace magpie::detail
 
 namespace magpie::detail::task_pool {
 
@@ -53,7 +59,11 @@ void counter_add(std::atomic<std::size_t>& counter, std::size_t delta) noexcept 
   counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
-struct heap;
+}  // namespace
+
+struct heap;  // named in thread_state.h
+
+namespace {
 
 // slab_header sits at the start of every 64 KiB-aligned slab: it names the owning heap,
 // so any thread can find where a block goes back to.
@@ -62,6 +72,8 @@ struct alignas(64) slab_header {
   std::size_t class_index;
   std::size_t free_blocks = 0;  // the owner's scratch count while it trims; zero otherwise
 };
+
+}  // namespace
 
 // heap is one thread's pool. Fields the owner writes on every allocation and fields other
 // threads write when they free are kept on separate cache lines: sharing one made every
@@ -79,6 +91,8 @@ struct heap {
   alignas(64) heap* next_parked = nullptr;  // in the parked list while no thread owns this heap
   heap* next_created = nullptr;             // in the list of every heap, for live_blocks()
 };
+
+namespace {
 
 std::atomic<heap*> every_heap{nullptr};
 
@@ -110,23 +124,21 @@ heap* adopt_or_create() {
 
 std::size_t trim(heap& owner) noexcept;
 
-// heap_of_this_thread is the calling thread's heap once it has one: a plain pointer, so
-// the fast paths read it without the guard of a thread_local that has a destructor.
-constinit thread_local heap* heap_of_this_thread = nullptr;
-
-// thread_heap owns the calling thread's heap, parked again when the thread exits.
+// thread_heap owns the calling thread's heap, parked again when the thread exits. The fast
+// paths read the heap from primitives_tls.pool_heap instead: a plain pointer, without the
+// guard of a thread_local that has a destructor.
 struct thread_heap {
   heap* mine = nullptr;
   heap& get() {
     if (mine == nullptr) {
       mine = adopt_or_create();
-      heap_of_this_thread = mine;
+      primitives_tls.pool_heap = mine;
     }
     return *mine;
   }
   ~thread_heap() {
     if (mine == nullptr) return;
-    heap_of_this_thread = nullptr;  // later frees on this thread take the "elsewhere" path
+    primitives_tls.pool_heap = nullptr;  // later frees on this thread take the "elsewhere" path
     trim(*mine);  // a parked heap keeps only slabs that still hold live blocks
     lock_parked();
     mine->next_parked = parked_heaps;
@@ -309,7 +321,7 @@ namespace {
 }  // namespace
 
 void* allocate(std::size_t size) {
-  heap* mine = heap_of_this_thread;
+  heap* mine = primitives_tls.pool_heap;
   if (size <= largest_pooled && mine != nullptr) [[likely]] {
     std::size_t index = class_of(size);
     free_stack& stack = mine->free_stacks[index];
@@ -327,7 +339,7 @@ void* allocate(std::size_t size) {
 
 void deallocate(void* memory, std::size_t size) noexcept {
   if (memory == nullptr) return;
-  heap* mine = heap_of_this_thread;
+  heap* mine = primitives_tls.pool_heap;
   if (size <= largest_pooled) [[likely]] {
     slab_header* slab = slab_of(memory);
     if (slab->owner == mine) [[likely]] {  // never nullptr: a pooled block's slab names its heap

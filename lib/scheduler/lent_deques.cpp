@@ -18,25 +18,14 @@ namespace magpie {
 
 namespace {
 
-// lent_record names one deque this thread holds: whose, and which.
-struct lent_record {
-  std::uint64_t serial = 0;  // its scheduler's (0: none)
-  std::uint8_t slot = 0;     // where that scheduler is found (scheduler_slot)
-  std::uint8_t index = 0;    // which of its lent deques
-};
-
-// records_per_thread is how many schedulers a thread holds a deque of at once; a fifth
-// makes it hand back the oldest record's.
-constexpr std::size_t records_per_thread = 4;
-constinit thread_local lent_record lent_records[records_per_thread] = {};
-constinit thread_local unsigned next_replaced = 0;
-constinit thread_local bool records_returned = false;  // the thread is exiting: borrow no more
+using detail::lent_record;
+using detail::scheduler_tls;
 
 // give_back returns the deque `record` names, if its scheduler still lives and is not
 // closing, and clears the record.
 void give_back(lent_record& record) noexcept {
   if (record.serial == 0) return;
-  if (record.serial == detail::last_lent_serial) detail::last_lent_serial = 0;
+  if (record.serial == scheduler_tls.last_lent_serial) scheduler_tls.last_lent_serial = 0;
   scheduler_pin pin(record.slot);
   if (scheduler::impl* owner = pin.get(); owner != nullptr && owner->serial == record.serial) {
     // release: pairs with the next borrower's CAS, which then sees this thread's last push
@@ -46,29 +35,25 @@ void give_back(lent_record& record) noexcept {
   record = lent_record{};
 }
 
+// lent_records_return hands this thread's lent deques back when the thread exits.
 struct lent_records_return {
   lent_records_return() = default;
   lent_records_return(const lent_records_return&) = delete;
   lent_records_return& operator=(const lent_records_return&) = delete;
   ~lent_records_return() {
-    records_returned = true;
-    for (lent_record& record : lent_records) give_back(record);
+    scheduler_tls.lent_records_returned = true;
+    for (lent_record& record : scheduler_tls.lent_records) give_back(record);
   }
 };
 
 }  // namespace
 
-namespace detail {
-constinit thread_local std::uint64_t last_lent_serial = 0;
-constinit thread_local work_stealing_deque<work_item*>* last_lent_deque = nullptr;
-}  // namespace detail
-
 detail::work_stealing_deque<work_item*>* scheduler::impl::find_borrowed_deque() noexcept {
-  for (const lent_record& record : lent_records) {
+  for (const lent_record& record : scheduler_tls.lent_records) {
     if (record.serial == serial) {
-      detail::last_lent_serial = serial;
-      detail::last_lent_deque = &lent[record.index].deque;
-      return detail::last_lent_deque;
+      scheduler_tls.last_lent_serial = serial;
+      scheduler_tls.last_lent_deque = &lent[record.index].deque;
+      return scheduler_tls.last_lent_deque;
     }
   }
   return nullptr;
@@ -76,7 +61,7 @@ detail::work_stealing_deque<work_item*>* scheduler::impl::find_borrowed_deque() 
 
 detail::work_stealing_deque<work_item*>* scheduler::impl::lend_deque_slowly() noexcept {
   if (auto* held = find_borrowed_deque()) return held;
-  return records_returned ? nullptr : lend_new_deque();
+  return scheduler_tls.lent_records_returned ? nullptr : lend_new_deque();
 }
 
 detail::work_stealing_deque<work_item*>* scheduler::impl::lend_new_deque() noexcept {
@@ -96,11 +81,11 @@ detail::work_stealing_deque<work_item*>* scheduler::impl::lend_new_deque() noexc
     // release: a thief that sees the bit also sees the deque's new owner binding
     lent_deques_in_use.fetch_or(std::uint32_t{1} << i, std::memory_order_release);
     lent_record* record = nullptr;
-    for (lent_record& each : lent_records) {
+    for (lent_record& each : scheduler_tls.lent_records) {
       if (each.serial == 0 && record == nullptr) record = &each;
     }
     if (record == nullptr) {
-      record = &lent_records[next_replaced++ % records_per_thread];
+      record = &scheduler_tls.lent_records[scheduler_tls.next_lent_replaced++ % detail::lent_records_per_thread];
       give_back(*record);
     }
     *record = lent_record{serial, slot.index(), static_cast<std::uint8_t>(i)};

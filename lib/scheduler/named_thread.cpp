@@ -45,11 +45,10 @@ std::string thread_name(std::uint32_t index) { return named_thread_name(index); 
 
 // attachable_serial[slot] is the serial of the scheduler in that slot while threads may be
 // attached to it, 0 from its destruction on. A thread remembers the serial and slot of the
-// scheduler it attached to (0: none), so that it can tell, without touching the scheduler,
-// that it was destroyed while it stayed attached. Serials are never reused; slots are.
+// scheduler it attached to (scheduler_tls.attached_serial, attached_slot; 0: none), so
+// that it can tell, without touching the scheduler, that it was destroyed while it stayed
+// attached. Serials are never reused; slots are.
 std::array<std::atomic<std::uint64_t>, 256> attachable_serial{};
-constinit thread_local std::uint64_t attached_serial = 0;
-constinit thread_local std::uint8_t attached_slot = 0;
 
 std::string queue_name(std::uint32_t index, thread_queue queue) {
   return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
@@ -154,11 +153,11 @@ void scheduler::attach(named_thread thread) {
     return;
   }
   detail::attach_context(*impl_, thread.index(), impl_->named[thread.index()].deque);
-  attached_serial = impl_->serial;
-  attached_slot = impl_->slot.index();
+  detail::scheduler_tls.attached_serial = impl_->serial;
+  detail::scheduler_tls.attached_slot = impl_->slot.index();
   // relaxed: every attach to this scheduler stores the same value, which its own attacher
   // reads back; close_attachments' release store is what a later reader must see
-  attachable_serial[attached_slot].store(impl_->serial, std::memory_order_relaxed);
+  attachable_serial[detail::scheduler_tls.attached_slot].store(impl_->serial, std::memory_order_relaxed);
   detail::tracing::set_thread_role(detail::tracing::thread_role::named, thread.index());
   chaos::set_thread_identity(0x10000 + thread.index());
   impl_->named[thread.index()].deque.set_owner(std::this_thread::get_id());
@@ -200,17 +199,17 @@ void scheduler::detach() {
   }
   impl_->named[index].attached.store(false, std::memory_order_release);  // release: pairs with attach's exchange
   detail::detach_context();
-  attached_serial = 0;
+  detail::scheduler_tls.attached_serial = 0;
 }
 
 bool drop_dead_attachment() noexcept {
   thread_context& context = this_thread_context();
-  if (context.named < 0 || attached_serial == 0) return false;
+  if (context.named < 0 || detail::scheduler_tls.attached_serial == 0) return false;
   // acquire: pairs with close_attachments' release store
-  if (attachable_serial[attached_slot].load(std::memory_order_acquire) == attached_serial) return false;
+  if (attachable_serial[detail::scheduler_tls.attached_slot].load(std::memory_order_acquire) == detail::scheduler_tls.attached_serial) return false;
   std::string name = thread_name(static_cast<std::uint32_t>(context.named));
   detail::detach_context();
-  attached_serial = 0;
+  detail::scheduler_tls.attached_serial = 0;
   report(diagnostic_kind::misuse,
          "scheduler: the " + name + " thread was still attached to a scheduler that has been destroyed; detached "
          "now (detach a named thread before its scheduler goes)",
@@ -419,9 +418,9 @@ void scheduler::impl::discard_stranded_named_work() {
         stranded += item->name;
         stranded += "' queued on ";
         stranded += queue_name(index, queue);
-        detail::discarding_stranded_work = &stranded;  // see discard_late_work
+        detail::scheduler_tls.discarding_stranded_work = &stranded;  // see discard_late_work
         bool was_work = item->handler(item, detail::work_action::discard);
-        detail::discarding_stranded_work = nullptr;
+        detail::scheduler_tls.discarding_stranded_work = nullptr;
         if (was_work) report(diagnostic_kind::never_ran, "scheduler: " + stranded + " never ran: the scheduler shut down");
       }
     }

@@ -43,8 +43,16 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
 }  // namespace
 
 constinit thread_local thread_context detail::current_thread_context;
+constinit thread_local char detail::thread_tag = 0;
+constinit thread_local std::uint64_t detail::own_deque_generation = 0;
 
-constinit thread_local detail::help_or_block_hook detail::before_help_or_block = nullptr;
+void detail::renew_own_deque_generation() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  // relaxed: only uniqueness matters
+  own_deque_generation = last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+constinit thread_local detail::scheduler_thread_state detail::scheduler_tls;
 
 namespace detail {
 // installed_shutdown_drain is the drain install_shutdown_drain set, or null.
@@ -114,12 +122,10 @@ namespace {
 
 }  // namespace
 
-constinit thread_local const std::string* detail::discarding_stranded_work = nullptr;
-
 // Out of line and cold: schedule() stays a leaf-like function with a small frame.
 [[gnu::cold, gnu::noinline]] void detail::discard_late_work(work_item* item, const char* where) {
   std::string name = item->name;  // the handler may free the item
-  if (const std::string* stranded = discarding_stranded_work) {
+  if (const std::string* stranded = scheduler_tls.discarding_stranded_work) {
     if (item->handler(item, detail::work_action::discard)) {
       report(diagnostic_kind::never_ran, "scheduler: '" + name + "' never ran: it was launched before shutdown "
                                              "behind " + *stranded + ", which was discarded at shutdown");
@@ -183,8 +189,7 @@ void scheduler::impl::wake_kind(detail::event_count<>& wake, worker_kind kind, b
 
 work_item* scheduler::impl::steal(worker* thief) {
   std::size_t count = workers.size();
-  thread_local std::uint64_t helper_random = 0x2545'F491'4F6C'DD1Dull;
-  std::size_t start = count == 0 ? 0 : next_random(thief != nullptr ? thief->random_state : helper_random) % count;
+  std::size_t start = count == 0 ? 0 : next_random(thief != nullptr ? thief->random_state : detail::scheduler_tls.helper_random) % count;
   auto took_from = [this, thief](std::uint32_t victim) {  // victim: a worker's index, ~0u for a lent or named deque
     if (thief != nullptr) thief->count(thief->stolen);
     detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::stole, this, nullptr, 0, victim);

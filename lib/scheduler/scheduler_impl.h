@@ -9,6 +9,8 @@
 #include <magpie/detail/thread_tag.h>
 #include <magpie/scheduler.h>
 
+#include "thread_state.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -417,31 +419,24 @@ struct scheduler::impl {
 };
 
 namespace detail {
-// Set on the thread that discards the work stranded in named-thread queues at shutdown,
-// while it discards one item: that item and where it was queued ("'draw' queued on render
-// (main queue)"). What discarding it makes ready (tasks launched behind it before
-// shutdown) never runs, and is reported as such, naming it, rather than as a late launch
-// (discard_late_work).
-extern constinit thread_local const std::string* discarding_stranded_work;
-
+// While this thread discards an item stranded in a named-thread queue at shutdown,
+// scheduler_tls.discarding_stranded_work names it and where it was queued ("'draw' queued
+// on render (main queue)"). What discarding it makes ready (tasks launched behind it before
+// shutdown) never runs, and is reported as such, naming it, rather than as a late launch.
+//
 // discard_late_work reports and discards `item`, scheduled after shutdown began: as never
 // run when discarding stranded work made it ready, else as a launch from outside (onto
 // `where`, e.g. "a named thread"). Cold, out of line.
 void discard_late_work(work_item* item, const char* where);
 
-// The deque lent to this thread that was found last, by its scheduler's serial: a thread
-// launching on one scheduler finds its deque with one comparison, inline. Cleared when that
-// deque is given back (lib/scheduler/lent_deques.cpp).
-extern constinit thread_local std::uint64_t last_lent_serial;
-extern constinit thread_local work_stealing_deque<work_item*>* last_lent_deque;
 }  // namespace detail
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::borrowed_deque() noexcept {
-  return detail::last_lent_serial == serial ? detail::last_lent_deque : find_borrowed_deque();
+  return detail::scheduler_tls.last_lent_serial == serial ? detail::scheduler_tls.last_lent_deque : find_borrowed_deque();
 }
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::lend_deque() noexcept {
-  return detail::last_lent_serial == serial ? detail::last_lent_deque : lend_deque_slowly();
+  return detail::scheduler_tls.last_lent_serial == serial ? detail::scheduler_tls.last_lent_deque : lend_deque_slowly();
 }
 
 inline detail::work_stealing_deque<work_item*>* scheduler::impl::own_deque(const thread_context& context) {
@@ -538,14 +533,12 @@ namespace detail {
 // Hooks through which the layers above the scheduler act at its moments; the scheduler
 // knows nothing of what they do. Each is installed by the layer that needs it.
 
-// before_help_or_block is what this thread must do before it helps run other work or
-// blocks: set while a layer above holds queued work out of every queue on this thread (a
-// wait_all's run), which whatever this thread waits for may need; null otherwise.
-using help_or_block_hook = void (*)() noexcept;
-extern constinit thread_local help_or_block_hook before_help_or_block;
-
+// prepare_to_help_or_block runs scheduler_tls.before_help_or_block, if set: what this
+// thread must do before it helps run other work or blocks, set while a layer above holds
+// queued work out of every queue on this thread (a wait_all's run), which whatever this
+// thread waits for may need.
 inline void prepare_to_help_or_block() noexcept {
-  if (before_help_or_block != nullptr) [[unlikely]] before_help_or_block();
+  if (scheduler_tls.before_help_or_block != nullptr) [[unlikely]] scheduler_tls.before_help_or_block();
 }
 
 // A shutdown drain runs once nothing else of the scheduler runs: it releases what would

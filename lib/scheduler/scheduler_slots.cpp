@@ -63,7 +63,7 @@ scheduler_slot::scheduler_slot(scheduler::impl* owner) {
       "there can be");
 }
 
-namespace {
+namespace detail {
 
 // pin_record is one thread's pin counts, one per slot (scheduler_pin). Records are never
 // freed: a thread that exits hands its record to the next thread that pins, so close walks
@@ -73,9 +73,15 @@ struct pin_record {
   std::atomic<bool> in_use{true};
   pin_record* next = nullptr;  // written before the record is published
 };
+
+}  // namespace detail
+
+namespace {
+
+using detail::pin_record;
+using detail::scheduler_tls;
+
 std::atomic<pin_record*> pin_records{nullptr};
-constinit thread_local pin_record* own_pin_record = nullptr;
-constinit thread_local bool pin_record_returned = false;
 
 // pin_record_return hands this thread's record back when the thread exits. A pin taken
 // after that (by another thread_local's destructor) takes a record it keeps.
@@ -84,9 +90,9 @@ struct pin_record_return {
   pin_record_return(const pin_record_return&) = delete;
   pin_record_return& operator=(const pin_record_return&) = delete;
   ~pin_record_return() {
-    own_pin_record->in_use.store(false, std::memory_order_release);  // release: pairs with the next taker's CAS
-    own_pin_record = nullptr;
-    pin_record_returned = true;
+    scheduler_tls.own_pin_record->in_use.store(false, std::memory_order_release);  // release: pairs with the next taker's CAS
+    scheduler_tls.own_pin_record = nullptr;
+    scheduler_tls.pin_record_returned = true;
   }
 };
 
@@ -107,8 +113,8 @@ struct pin_record_return {
     while (!pin_records.compare_exchange_weak(taken->next, taken, std::memory_order_release, std::memory_order_relaxed)) {  // relaxed: we retry
     }
   }
-  own_pin_record = taken;
-  if (!pin_record_returned) {
+  scheduler_tls.own_pin_record = taken;
+  if (!scheduler_tls.pin_record_returned) {
     thread_local pin_record_return returner;  // constructed once: returns the record at thread exit
     (void)returner;
   }
@@ -125,7 +131,7 @@ scheduler_pin::scheduler_pin(std::uint8_t index) noexcept {
     owner_ = seen;
     return;
   }
-  pin_record* record = own_pin_record != nullptr ? own_pin_record : take_pin_record();
+  pin_record* record = scheduler_tls.own_pin_record != nullptr ? scheduler_tls.own_pin_record : take_pin_record();
   std::atomic<std::uint16_t>& depth = record->depth[index];
   // relaxed: only this thread writes its counts; the barrier below orders the store before
   // the look at the slot, against close's store and heavy barrier
@@ -163,7 +169,8 @@ void scheduler_slot::start_closing() noexcept {
 
 bool scheduler_slot::pinned_here() const noexcept {
   // relaxed: this thread's own count
-  return own_pin_record != nullptr && own_pin_record->depth[index_].load(std::memory_order_relaxed) != 0;
+  const pin_record* mine = scheduler_tls.own_pin_record;
+  return mine != nullptr && mine->depth[index_].load(std::memory_order_relaxed) != 0;
 }
 
 bool scheduler_slot::is_pinned() const noexcept {

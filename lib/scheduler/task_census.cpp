@@ -8,8 +8,6 @@
 
 namespace magpie::detail {
 
-namespace {
-
 // census_record is one thread's count of tasks created minus tasks destroyed, per slot.
 // One writer at a time: its thread, or after that thread exits, the next thread that
 // adopts the record (the counts carry over: only the sum over records means anything).
@@ -20,9 +18,9 @@ struct alignas(cache_line) census_record {
   census_record* next = nullptr;  // written before the record is published, then never
 };
 
+namespace {
+
 constinit std::atomic<census_record*> every_record{nullptr};
-constinit thread_local census_record* this_threads_record = nullptr;
-constinit thread_local bool record_returned = false;
 
 census_record* adopt_or_add() {
   // acquire: pairs with the publishing CAS below, so the walk sees each record's `next`
@@ -50,10 +48,10 @@ struct record_keeper {
   record_keeper(const record_keeper&) = delete;
   record_keeper& operator=(const record_keeper&) = delete;
   ~record_keeper() {
-    census_record* mine = this_threads_record;
-    this_threads_record = nullptr;
-    census_counts = nullptr;
-    record_returned = true;
+    census_record* mine = scheduler_tls.census_record_kept;
+    scheduler_tls.census_record_kept = nullptr;
+    scheduler_tls.census_counts = nullptr;
+    scheduler_tls.census_record_returned = true;
     mine->in_use.store(false, std::memory_order_release);  // release: pairs with the adopter's acquire
   }
 };
@@ -70,19 +68,17 @@ std::int64_t sum_records(Each&& per_record) noexcept {
 
 }  // namespace
 
-constinit thread_local census_count* census_counts = nullptr;
-
 [[gnu::cold, gnu::noinline]] void add_to_census_unclaimed(std::uint8_t slot, std::int64_t delta) noexcept {
   census_record* mine = adopt_or_add();
   add_to_count(mine->net_by_slot[slot], delta);
-  if (record_returned) {
+  if (scheduler_tls.census_record_returned) {
     // Past this thread's keeper (a thread_local handle's destructor): nobody would hand a
     // kept record back, so it is borrowed for this count only.
     mine->in_use.store(false, std::memory_order_release);  // release: pairs with the next adopter's acquire
     return;
   }
-  this_threads_record = mine;
-  census_counts = mine->net_by_slot.data();
+  scheduler_tls.census_record_kept = mine;
+  scheduler_tls.census_counts = mine->net_by_slot.data();
   thread_local record_keeper keeper;  // constructed once, on the first claim
   (void)keeper;
 }

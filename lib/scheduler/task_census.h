@@ -8,15 +8,12 @@
 // the records — which only the slot code and the tests do.
 #pragma once
 
+#include "thread_state.h"
+
 #include <atomic>
 #include <cstdint>
 
 namespace magpie::detail {
-
-// census_counts is this thread's record: per slot, tasks created minus tasks destroyed
-// here (nullptr until the thread first counts; see task_census.cpp).
-using census_count = std::atomic<std::int64_t>;
-extern constinit thread_local census_count* census_counts;
 
 inline void add_to_count(census_count& count, std::int64_t delta) noexcept {
   // relaxed: one writer; readers only sum, ordered by what handed the tasks over (see
@@ -28,7 +25,7 @@ inline void add_to_count(census_count& count, std::int64_t delta) noexcept {
 void add_to_census_unclaimed(std::uint8_t slot, std::int64_t delta) noexcept;
 
 inline void add_to_census(std::uint8_t slot, std::int64_t delta) noexcept {
-  census_count* counts = census_counts;
+  census_count* counts = scheduler_tls.census_counts;  // this thread's record, per slot
   if (counts == nullptr) [[unlikely]] {
     add_to_census_unclaimed(slot, delta);
     return;

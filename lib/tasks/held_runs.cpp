@@ -5,23 +5,22 @@
 
 namespace magpie::detail {
 
-constinit thread_local held_run* innermost_held_run = nullptr;
 constinit thread_local bool spilled_in_wait_all = false;
 
 held_run::held_run(work_item* const* items, std::size_t count, work_stealing_deque<work_item*>* deque,
                    scheduler::impl* owner) noexcept
     : items_(items), count_(count), deque_(deque), outer_low_water_(deque->low_water()), owner_(owner),
-      outer_(innermost_held_run) {
+      outer_(tasks_tls.innermost_held_run) {
   deque->set_low_water(deque->end_index());
-  innermost_held_run = this;
-  before_help_or_block = &spill_held_runs_slowly;  // the scheduler's hook: spill before it helps or blocks
+  tasks_tls.innermost_held_run = this;
+  scheduler_tls.before_help_or_block = &spill_held_runs_slowly;  // the scheduler's hook: spill before it helps or blocks
 }
 
 held_run::~held_run() {
   // The run this one is nested in (if any) tracks its low water across this one's time too.
   deque_->set_low_water(std::min(outer_low_water_, deque_->low_water()));
-  innermost_held_run = outer_;
-  if (outer_ == nullptr) before_help_or_block = nullptr;
+  tasks_tls.innermost_held_run = outer_;
+  if (outer_ == nullptr) scheduler_tls.before_help_or_block = nullptr;
 }
 
 void spill_held_runs_slowly() noexcept {
@@ -32,7 +31,7 @@ void spill_held_runs_slowly() noexcept {
   // the lowest of that and what each inner one kept of it (outer_low_water_).
   work_stealing_deque<work_item*>* deque = nullptr;
   std::int64_t low_water = 0;
-  for (held_run* run = innermost_held_run; run != nullptr; run = run->outer_) {
+  for (held_run* run = tasks_tls.innermost_held_run; run != nullptr; run = run->outer_) {
     if (run->deque_ != deque) {
       deque = run->deque_;
       low_water = deque->low_water();

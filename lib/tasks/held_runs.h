@@ -23,6 +23,7 @@
 #pragma once
 
 #include "../scheduler/scheduler_impl.h"
+#include "thread_state.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -58,9 +59,6 @@ class held_run {
   held_run* outer_;
 };
 
-// innermost_held_run is this thread's newest held run, or nullptr.
-extern constinit thread_local held_run* innermost_held_run;
-
 // spilled_in_wait_all says that a run was spilled during this thread's wait_alls in
 // progress: until the last of them returns, its waits run only their own tasks (not in
 // launch order: lib/tasks/wait_launch_order.cpp). Every entry a held run spills is one of their handles,
@@ -72,7 +70,7 @@ void spill_held_runs_slowly() noexcept;
 // spill_held_runs puts the entries of this thread's held runs not yet begun back on their
 // deques (see above). Called before helping or blocking.
 inline void spill_held_runs() noexcept {
-  if (innermost_held_run != nullptr) [[unlikely]] spill_held_runs_slowly();
+  if (tasks_tls.innermost_held_run != nullptr) [[unlikely]] spill_held_runs_slowly();
 }
 
 }  // namespace magpie::detail

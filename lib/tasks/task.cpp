@@ -4,6 +4,7 @@
 // nested tasks in task_nesting.cpp, waiting in task_wait.cpp, retraction in
 // wait_retraction.cpp, pipes in pipe.cpp.
 #include "task_internal.h"
+#include "thread_state.h"
 
 #include <magpie/diagnostics.h>
 #include <magpie/pipe.h>
@@ -344,40 +345,26 @@ bool ready_loop::began_as_last_unlock(task_base* task) noexcept {
   return true;
 }
 
+constinit thread_local tasks_thread_state tasks_tls;
+
 namespace {
-// The spill stack of the ready loops on this thread (see ready_loop): grows for a wide
-// fan-out of completions at once, and keeps its capacity. Trivially destructible: ready
-// loops still run after this thread's thread_locals are destroyed (a static scheduler's
-// shutdown runs leftover work; a thread_local handle's destructor triggers an event), so
-// the storage is freed by a separate guard and stays usable, allocated anew, after it.
-struct spill_stack {
-  std::uintptr_t* items;
-  std::size_t size;
-  std::size_t capacity;
-
-  void push(std::uintptr_t item) noexcept {
-    if (size == capacity) grow();
-    items[size++] = item;
-  }
-  std::uintptr_t pop() noexcept { return items[--size]; }
-  void grow() noexcept;
-};
-constinit thread_local spill_stack spilled_completions{nullptr, 0, 0};
-constinit thread_local bool spill_guard_gone = false;
-
+// spill_guard frees the spill stack's storage at thread exit. Ready loops still run after
+// that (see thread_state.h): a spill then allocates again, and frees its storage once the
+// stack is empty.
 struct spill_guard {
   spill_guard() = default;
   spill_guard(const spill_guard&) = delete;
   spill_guard& operator=(const spill_guard&) = delete;
   ~spill_guard() {
-    std::free(spilled_completions.items);
-    spilled_completions = {nullptr, 0, 0};  // a later spill allocates again; emptied, it is freed
-    spill_guard_gone = true;
+    std::free(tasks_tls.spilled_completions.items);
+    tasks_tls.spilled_completions = {};  // a later spill allocates again; emptied, it is freed
+    tasks_tls.spill_guard_gone = true;
   }
 };
+}  // namespace
 
-void spill_stack::grow() noexcept {
-  if (items == nullptr && !spill_guard_gone) {
+void completion_spill_stack::grow() noexcept {
+  if (items == nullptr && !tasks_tls.spill_guard_gone) {
     thread_local spill_guard guard;  // constructed once: frees the storage at thread exit
     (void)guard;
   }
@@ -387,7 +374,6 @@ void spill_stack::grow() noexcept {
   items = moved;
   capacity = bigger;
 }
-}  // namespace
 
 void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
   std::uintptr_t tagged = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
@@ -396,19 +382,20 @@ void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
     return;
   }
   if (!spilled_) {
-    spill_base_ = spilled_completions.size;
+    spill_base_ = tasks_tls.spilled_completions.size;
     spilled_ = true;
   }
-  spilled_completions.push(tagged);
+  tasks_tls.spilled_completions.push(tagged);
 }
 
 std::uintptr_t ready_loop::take_newest() noexcept {
   if (spilled_) {
-    std::uintptr_t newest = spilled_completions.pop();
-    spilled_ = spilled_completions.size > spill_base_;
-    if (spilled_completions.size == 0 && spill_guard_gone) {  // past the guard: nothing frees it later
-      std::free(spilled_completions.items);
-      spilled_completions = {nullptr, 0, 0};
+    completion_spill_stack& spilled = tasks_tls.spilled_completions;
+    std::uintptr_t newest = spilled.pop();
+    spilled_ = spilled.size > spill_base_;
+    if (spilled.size == 0 && tasks_tls.spill_guard_gone) {  // past the guard: nothing frees it later
+      std::free(spilled.items);
+      spilled = {};
     }
     return newest;
   }

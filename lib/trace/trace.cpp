@@ -50,18 +50,27 @@ std::uint64_t ticks() noexcept {
 #endif
 }
 
-// What the core told this thread it is, kept until it has a buffer to show it in.
-constinit thread_local std::uint32_t own_role = 0;
-constinit thread_local const char* own_user_name = nullptr;
-constinit thread_local thread_buffer* own_buffer = nullptr;
+// trace_thread_state is what tracing keeps per thread; every field is read and written by
+// its own thread only. Constant-initialised and trivially destructible: a trace point reads
+// it with one thread-pointer-relative load, no guard and no call. The buffer goes back at
+// thread exit through buffer_return, a function-local thread_local made on the first claim.
+struct trace_thread_state {
+  // What the core told this thread it is (set_thread_role, set_thread_user_name), kept
+  // until it has a buffer to show it in.
+  std::uint32_t role = 0;
+  const char* user_name = nullptr;
+  // The buffer this thread records into: claimed by arm, handed back by buffer_return.
+  thread_buffer* buffer = nullptr;
+};
+constinit thread_local trace_thread_state trace_tls;
 
 struct buffer_return {  // hands the buffer on at thread exit; its events stay for the writer
   buffer_return() = default;
   buffer_return(const buffer_return&) = delete;
   buffer_return& operator=(const buffer_return&) = delete;
   ~buffer_return() {
-    if (own_buffer != nullptr) own_buffer->claimed.store(false, std::memory_order_release);  // release: pairs with claim's CAS
-    own_buffer = nullptr;
+    if (trace_tls.buffer != nullptr) trace_tls.buffer->claimed.store(false, std::memory_order_release);  // release: pairs with claim's CAS
+    trace_tls.buffer = nullptr;
   }
 };
 
@@ -97,20 +106,20 @@ thread_buffer* claim() {
 // if the recording wants another size and it holds nothing unwritten, or a claimed one.
 thread_buffer* arm(std::uint64_t session) noexcept {
   try {
-    if (own_buffer == nullptr) {
-      own_buffer = claim();
+    if (trace_tls.buffer == nullptr) {
+      trace_tls.buffer = claim();
       thread_local buffer_return returner;  // constructed once: hands the buffer on at exit
       (void)returner;
     }
-    thread_buffer& buffer = *own_buffer;
+    thread_buffer& buffer = *trace_tls.buffer;
     std::uint64_t capacity = wanted_capacity.load(std::memory_order_relaxed);  // relaxed: set before the session that led here
     std::uint64_t written = buffer.written.load(std::memory_order_relaxed);   // relaxed: only this thread writes it
     if (buffer.capacity != capacity && written == buffer.exported.load(std::memory_order_acquire)) {  // acquire: the writer is done with the old array
       buffer.events = std::make_unique_for_overwrite<event[]>(capacity);  // no zeroing: slots are written before read
       buffer.capacity = capacity;
     }
-    buffer.role.store(own_role, std::memory_order_relaxed);  // relaxed: read after the writer's acquire of `written`
-    buffer.user_name.store(own_user_name, std::memory_order_relaxed);  // relaxed: as role
+    buffer.role.store(trace_tls.role, std::memory_order_relaxed);  // relaxed: read after the writer's acquire of `written`
+    buffer.user_name.store(trace_tls.user_name, std::memory_order_relaxed);  // relaxed: as role
     buffer.session.store(session, std::memory_order_relaxed);  // relaxed: only this thread reads it back
     return buffer.capacity != 0 ? &buffer : nullptr;
   } catch (...) {
@@ -144,7 +153,7 @@ void record(event_kind kind, const void* id, const char* name, std::uint64_t val
   // one event after stop(): the one slot the writer leaves out (trace_export.cpp).
   if (recording_categories.load(std::memory_order_relaxed) == 0) return;  // relaxed: as on()
   std::uint64_t session = current_session.load(std::memory_order_relaxed);  // relaxed: a stale view arms once more
-  thread_buffer* buffer = own_buffer;
+  thread_buffer* buffer = trace_tls.buffer;
   if (buffer == nullptr || buffer->session.load(std::memory_order_relaxed) != session) {  // relaxed: this thread's own store
     buffer = arm(session);
     if (buffer == nullptr) return;
@@ -155,9 +164,9 @@ void record(event_kind kind, const void* id, const char* name, std::uint64_t val
 }
 
 void set_thread_role(thread_role role, std::uint32_t index) noexcept {
-  own_role = static_cast<std::uint32_t>(role) << 16 | (index & 0xffffu);
+  trace_tls.role = static_cast<std::uint32_t>(role) << 16 | (index & 0xffffu);
   // relaxed: read by the writer after its acquire of `written`, which a later event publishes
-  if (own_buffer != nullptr) own_buffer->role.store(own_role, std::memory_order_relaxed);
+  if (trace_tls.buffer != nullptr) trace_tls.buffer->role.store(trace_tls.role, std::memory_order_relaxed);
 }
 
 std::mutex& export_lock() noexcept {
@@ -271,9 +280,9 @@ void counter(const char* name, double value) {
 }
 
 void name_this_thread(const char* name) {
-  own_user_name = name;
+  trace_tls.user_name = name;
   // relaxed: read by the writer after its acquire of `written`, which a later event publishes
-  if (own_buffer != nullptr) own_buffer->user_name.store(name, std::memory_order_relaxed);
+  if (trace_tls.buffer != nullptr) trace_tls.buffer->user_name.store(name, std::memory_order_relaxed);
 }
 
 // --- MAGPIE_TRACE: recording from start to exit without a code change -----------------

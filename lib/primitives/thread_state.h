@@ -1,0 +1,44 @@
+// Private to lib/: what the primitives keep per thread, in one place.
+//
+// primitives_tls is constant-initialised and trivially destructible, so reading a field is
+// one thread-pointer-relative load, as cheap as a thread_local of its own: no guard, no
+// call, no destructor registration (the task pool's allocation and free paths read it).
+// What must happen at thread exit (the pool's heap parked for the next thread) is done by a
+// thread_local with a destructor that the cold path makes first (task_pool.cpp,
+// thread_heap); it clears its field, so that what runs on the thread after it (another
+// thread_local's destructor) takes the path for a thread that has none.
+//
+// Outside it: the counting build's per-thread table (counting.cpp), which exists only in
+// that build.
+#pragma once
+
+#include <cstdint>
+
+namespace magpie::detail {
+
+namespace task_pool {
+struct heap;  // task_pool.cpp
+}
+
+// chaos_decisions is where this thread's chaos draws stand (chaos.cpp).
+struct chaos_decisions {
+  std::uint64_t generation = 0;  // the start it drew for; 0: never drawn (generations start at 1)
+  std::uint64_t identity = 0;    // which thread it is to the seed
+  bool identity_fixed = false;   // set by chaos::set_thread_identity, else numbered on first draw
+  std::uint64_t state = 0;       // the generator's
+};
+
+// primitives_thread_state is the primitives' per-thread data. Every field is read and
+// written by its own thread only.
+struct primitives_thread_state {
+  // The task pool's heap of this thread once it has one, null before and after
+  // (task_pool.cpp): frees on this thread then take the path for another thread's block.
+  task_pool::heap* pool_heap = nullptr;
+
+  chaos_decisions chaos;
+};
+
+// primitives_tls is the calling thread's primitives_thread_state.
+extern constinit thread_local primitives_thread_state primitives_tls;
+
+}  // namespace magpie::detail

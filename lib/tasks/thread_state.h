@@ -1,0 +1,58 @@
+// Private to lib/: what the tasks layer keeps per thread, in one place.
+//
+// tasks_tls is constant-initialised and trivially destructible, so reading a field is one
+// thread-pointer-relative load, as cheap as a thread_local of its own: no guard, no call,
+// no destructor registration. Ready loops and held runs still run after this thread's
+// thread_locals with destructors are gone (a static scheduler's shutdown runs leftover
+// work on this thread; a thread_local handle's destructor triggers an event), so nothing
+// here may depend on a destructor having not run yet: the spill stack's storage is freed
+// by a separate guard (task.cpp, spill_guard), which then sets spill_guard_gone, and a
+// spill after that allocates again and frees its storage as soon as it is empty.
+//
+// Outside it: the innermost running frame (task_internal.h, innermost_running) and the
+// wait_all spill marker (held_runs.h, spilled_in_wait_all), which the wait code reads by
+// those names; the wait_all depth and retraction's stale-entry tracking, private to the
+// waits (wait_launch_order.cpp, wait_retraction.cpp); and the current cancellation token,
+// which inline code in the public headers reads on every cancellable body (cancellation.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace magpie::detail {
+
+class held_run;  // held_runs.h
+
+// completion_spill_stack holds the completions the ready loops on this thread could not
+// keep inline (task.cpp, ready_loop): it grows for a wide fan-out of completions at once,
+// and keeps its capacity.
+struct completion_spill_stack {
+  std::uintptr_t* items = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+
+  void push(std::uintptr_t item) noexcept {
+    if (size == capacity) grow();
+    items[size++] = item;
+  }
+  std::uintptr_t pop() noexcept { return items[--size]; }
+  void grow() noexcept;  // task.cpp
+};
+
+// tasks_thread_state is the tasks layer's per-thread data. Every field is read and written
+// by its own thread only.
+struct tasks_thread_state {
+  // This thread's newest held run, or nullptr (held_runs.h): set and cleared by held_run's
+  // constructor and destructor, read before this thread helps or blocks.
+  held_run* innermost_held_run = nullptr;
+
+  // The ready loops' spill stack (task.cpp), and whether its guard has freed it at thread
+  // exit (from then on a spill frees the storage when the stack empties).
+  completion_spill_stack spilled_completions;
+  bool spill_guard_gone = false;
+};
+
+// tasks_tls is the calling thread's tasks_thread_state.
+extern constinit thread_local tasks_thread_state tasks_tls;
+
+}  // namespace magpie::detail
