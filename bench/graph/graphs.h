@@ -134,4 +134,22 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
   }
 }
 
+// run_wavefront_last_waited measures `run(graph, body)` on a 512 × 512 wavefront, building
+// included, as the row `wavefront_last_waited` + `suffix`: a newcomer waiting for a
+// wavefront's result. magpie's run waits for the last block alone; a system whose graph has
+// one completion (Taskflow, oneTBB's flow graph) runs it whole, which is the same wait.
+template <class Run>
+void run_wavefront_last_waited(const bench::options& chosen, const std::string& system, unsigned threads, Run&& run,
+                               const std::string& suffix = "") {
+  const dag graph = wavefront(512);
+  std::vector<std::uint64_t> depth(graph.size());
+  node_body body{&graph, depth.data()};
+  auto runs = bench::time_runs(chosen.runs, [&] {
+    std::fill(depth.begin(), depth.end(), 0);
+    run(graph, body);
+    if (depth.back() != 2 * 512 - 1) throw std::runtime_error("wrong answer: wavefront_last_waited");
+  });
+  bench::record(chosen, system, "wavefront_last_waited" + suffix, graph.param, threads, runs, graph.size());
+}
+
 }  // namespace graphs

@@ -46,20 +46,6 @@ void build_and_wait_last(magpie::scheduler& pool, std::vector<magpie::task<>>& h
   handles.clear();
 }
 
-// run_wavefront_last_waited times build_and_wait_last on a 512 × 512 wavefront.
-void run_wavefront_last_waited(const bench::options& chosen, magpie::scheduler& pool, unsigned threads,
-                               std::vector<magpie::task<>>& handles, const std::string& suffix) {
-  const graphs::dag graph = graphs::wavefront(512);
-  std::vector<std::uint64_t> depth(graph.size());
-  graphs::node_body body{&graph, depth.data()};
-  auto runs = bench::time_runs(chosen.runs, [&] {
-    std::fill(depth.begin(), depth.end(), 0);
-    build_and_wait_last(pool, handles, graph, body);
-    if (depth.back() != 2 * 512 - 1) throw std::runtime_error("wrong answer: wavefront_last_waited");
-  });
-  bench::record(chosen, "magpie", "wavefront_last_waited" + suffix, graph.param, threads, runs, graph.size());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,15 +56,20 @@ int main(int argc, char** argv) {
     auto run = [&](magpie::scheduler& pool) {
       return [&](const graphs::dag& graph, const graphs::node_body& body) { build_and_wait(pool, handles, graph, body); };
     };
+    auto last = [&](magpie::scheduler& pool) {
+      return [&](const graphs::dag& graph, const graphs::node_body& body) {
+        build_and_wait_last(pool, handles, graph, body);
+      };
+    };
     {
       magpie::scheduler pool(bench::magpie_options(threads));
       pool.attach(magpie::named_thread::game);
       graphs::run_all(chosen, "magpie", threads, run(pool));
-      run_wavefront_last_waited(chosen, pool, threads, handles, "");
+      graphs::run_wavefront_last_waited(chosen, "magpie", threads, last(pool));
       pool.detach();
     }
     magpie::scheduler pool(bench::magpie_options(threads));
     graphs::run_all(chosen, "magpie", threads, run(pool), "_unattached");
-    run_wavefront_last_waited(chosen, pool, threads, handles, "_unattached");
+    graphs::run_wavefront_last_waited(chosen, "magpie", threads, last(pool), "_unattached");
   }
 }

@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   bench::options chosen = bench::parse(argc, argv, "Taskflow graph benchmarks");
   for (unsigned threads : chosen.threads) {
     tf::Executor executor(threads);
-    graphs::run_all(chosen, "taskflow", threads, [&](const graphs::dag& graph, const graphs::node_body& body) {
+    auto run = [&](const graphs::dag& graph, const graphs::node_body& body) {
       tf::Taskflow flow;
       std::vector<tf::Task> tasks;
       tasks.reserve(graph.size());
@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
         for (std::uint32_t k = 0; k < graph.pred_count(node); ++k) tasks[before[k]].precede(tasks.back());
       }
       executor.run(flow).wait();
-    });
+    };
+    graphs::run_all(chosen, "taskflow", threads, run);
+    graphs::run_wavefront_last_waited(chosen, "taskflow", threads, run);
   }
 }

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   for (unsigned threads : chosen.threads) {
     task_arena arena(static_cast<int>(threads));
     arena.execute([&] {
-      graphs::run_all(chosen, "tbb", threads, [](const graphs::dag& graph, const graphs::node_body& body) {
+      auto run = [](const graphs::dag& graph, const graphs::node_body& body) {
         flow::graph flow_graph;
         std::deque<flow::continue_node<flow::continue_msg>> nodes;
         for (std::uint32_t node = 0; node < graph.size(); ++node) {
@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
           if (graph.pred_count(node) == 0) nodes[node].try_put(flow::continue_msg());
         }
         flow_graph.wait_for_all();
-      });
+      };
+      graphs::run_all(chosen, "tbb", threads, run);
+      graphs::run_wavefront_last_waited(chosen, "tbb", threads, run);
     });
   }
 }
