@@ -779,3 +779,54 @@ TEST_CASE("task_group stress: a second thread's wait during the first returns se
     }
   }
 }
+
+TEST_CASE("task_group stress: children that a thread without a deque spawns reach the joiner whole" *
+          doctest::test_suite("stress")) {
+  // Without workers, and with every deque the scheduler lends taken, a thread that is not
+  // the group's home keeps the children it spawns on the group's private stack, which only
+  // a joiner takes. The home thread learns of the spawns through a relaxed flag only, so
+  // the children (and the data they read, written by the spawner just before) reach it
+  // through that stack alone. Only a scheduler without workers keeps children private, so
+  // this case runs without workers.
+  constexpr int holders = 16;  // the deques a scheduler lends
+  constexpr int children = 8;
+  for (int repeat = 0; repeat < 5 * test::stress_repeat(); ++repeat) {
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    task_group group(pool);
+    std::atomic<int> holding{0};
+    std::atomic<bool> may_exit{false};
+    std::atomic<bool> spawned{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < holders; ++t) {
+      threads.emplace_back([&] {
+        pool.launch("borrows a deque", [] {}).wait();
+        holding.fetch_add(1, std::memory_order_release);  // release: pairs with the spawner's acquire
+        while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
+      });
+    }
+    struct alignas(64) slot {
+      int value = 0;
+    };
+    std::array<slot, children> input{};
+    std::array<slot, children> output{};
+    std::thread spawner([&] {
+      while (holding.load(std::memory_order_acquire) < holders) std::this_thread::yield();  // acquire: pairs with the holders' release
+      for (int i = 0; i < children; ++i) {
+        input[static_cast<std::size_t>(i)].value = 3 * i + 1;
+        group.run([&input, &output, i] {
+          output[static_cast<std::size_t>(i)].value = input[static_cast<std::size_t>(i)].value;
+        });
+      }
+      spawned.store(true, std::memory_order_relaxed);  // relaxed: no edge to the home thread but the group's
+    });
+    while (!spawned.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as the spawner's store
+    group.wait();
+    for (int i = 0; i < children; ++i) CHECK(output[static_cast<std::size_t>(i)].value == 3 * i + 1);
+    spawner.join();
+    may_exit.store(true, std::memory_order_release);  // release: pairs with the holders' acquire
+    for (auto& each : threads) each.join();
+    CHECK(recorder.count() == 0);
+  }
+}
