@@ -259,6 +259,46 @@ TEST_CASE("async: a chain of 100,000 next continuations completes in a loop, not
   CHECK(chain.get() == 100000);
 }
 
+TEST_CASE("async: a chain of 100,000 then continuations completes in a loop, not a recursion") {
+  no_leaks leaks;
+  promise<long> head;
+  future<long> chain = head.get_future();
+  for (int i = 0; i < 100000; ++i) {
+    chain = std::move(chain).then([](future<long> prior) { return prior.consume() + 1; });
+  }
+  CHECK_FALSE(chain.is_ready());
+  head.set_value(0);
+  CHECK(chain.is_ready());
+  CHECK(chain.get() == 100000);
+}
+
+TEST_CASE("async: a continuation whose scheduler is gone before the value is set is reported once and never runs") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    promise<int> source;  // made under no scheduler of the test's: it outlives the pool
+    future<int> head = source.get_future();
+    std::atomic<bool> ran{false};
+    future<int> continued;
+    {
+      scheduler pool(test::options_with(workers));
+      continued = inside(pool, [&head, &ran] {
+        return std::move(head).next([&ran](int value) {
+          ran = true;
+          return value;
+        });
+      });
+    }
+    source.set_value(1);
+    CHECK_FALSE(ran.load());
+    CHECK(continued.is_ready());
+    CHECK_THROWS_AS(continued.get(), task_never_ran);
+    REQUIRE(recorder.count() == 1);
+    CHECK(recorder.reports()[0].kind == diagnostic_kind::never_ran);
+  }
+}
+
 TEST_CASE("async: exceptions are kept: get rethrows, next passes them down, then sees them, unasked is reported") {
   no_leaks leaks;
   diagnostic_recorder recorder;
