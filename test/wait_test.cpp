@@ -123,6 +123,36 @@ TEST_CASE("wait: a task a waiter took back off its own deque goes with its last 
   pool.detach();
 }
 
+// Two handles dropped at once on two threads, after a waiter ran the task through one of
+// them and left the queue's reference to the handles: each turns its handle into a plain
+// reference, and whichever finds it dropped the last handle releases the left reference
+// too. Neither may miss it (a leak) or both take it (a double free).
+TEST_CASE("wait stress: two handles dropped at once, after a waiter left the queue's reference to them" *
+          doctest::test_suite("stress")) {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  pool.attach(named_thread::game);  // launches go to this thread's deque; waits take them back
+  const std::int64_t before = detail::live_tasks();
+  for (int round = 0; round < 200 * test::stress_repeat(); ++round) {
+    task<int> one = pool.launch("one", [] { return 1; });
+    task<int> copy = one;
+    REQUIRE(one.get_result() == 1);  // taken back and run here: the reference goes to the handles
+    std::atomic<int> ready{0};
+    auto drop = [&ready](task<int> handle) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      handle = task<int>();
+    };
+    std::thread first(drop, std::move(one));
+    std::thread second(drop, std::move(copy));
+    first.join();
+    second.join();
+    CHECK(detail::live_tasks() == before);
+  }
+  pool.detach();
+}
+
 TEST_CASE("wait: waiting on a task from inside itself is reported and returns") {
   test::diagnostic_recorder recorder;
   no_leaks leaks;
@@ -1123,6 +1153,51 @@ TEST_CASE("wait: waiting in random order leaves no stale entries holding tasks, 
       CAPTURE(round);
       std::vector<task<int>> handles;
       for (int i = 0; i < 500; ++i) handles.push_back(pool.launch("part", [i] { return i; }));
+      std::vector<std::size_t> order(handles.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::shuffle(order.begin(), order.end(), shuffler);
+      for (std::size_t index : order) CHECK(handles[index].get_result() == static_cast<int>(index));
+      handles.clear();
+      CHECK(detail::live_tasks() == before);
+    }
+    if (attached) pool.detach();
+  }
+}
+
+namespace {
+
+// launch_typed launches a task whose body is of a type of its own for each `Type`.
+template <int Type>
+task<int> launch_typed(scheduler& pool, int i) {
+  return pool.launch("typed part", [i] { return i + 0 * Type; });
+}
+
+}  // namespace
+
+// An entry says itself whether it is a task, whatever the task's type: random-order waits
+// over a batch of many task types (here six, each launched from its own place) drop every
+// stale entry they uncover, as with one type, and leave no task alive.
+TEST_CASE("wait: waiting in random order over many task types leaves no stale entries, with no workers") {
+  for (bool attached : {true, false}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    const std::int64_t before = detail::live_tasks();
+    std::mt19937 shuffler(20261128);
+    for (int round = 0; round < 10; ++round) {
+      CAPTURE(round);
+      std::vector<task<int>> handles;
+      for (int i = 0; i < 600; ++i) {
+        switch (i % 6) {
+          case 0: handles.push_back(launch_typed<0>(pool, i)); break;
+          case 1: handles.push_back(launch_typed<1>(pool, i)); break;
+          case 2: handles.push_back(launch_typed<2>(pool, i)); break;
+          case 3: handles.push_back(launch_typed<3>(pool, i)); break;
+          case 4: handles.push_back(launch_typed<4>(pool, i)); break;
+          default: handles.push_back(launch_typed<5>(pool, i)); break;
+        }
+      }
       std::vector<std::size_t> order(handles.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
       std::shuffle(order.begin(), order.end(), shuffler);

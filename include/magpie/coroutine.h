@@ -66,7 +66,7 @@ class coro_promise_base;
 
 // fork_item is a forked child coroutine's entry in a deque: a work item that runs it.
 struct fork_item : work_item {
-  coro_promise_base* child = nullptr;
+  coro_promise_base* child;  // set by adopt_child, before the item is ever queued
 };
 
 // fork_state is a coroutine's fork-join bookkeeping (include/magpie/coroutine_fork.h).
@@ -361,7 +361,7 @@ struct coro_task final : task_with_result<R> {
     }
     if (prerequisite_count != 0) {
       edge_group::place_before(self, prerequisite_count);
-      self->kind_and_priority = task_base::has_own_group;
+      self->tag = task_base::has_own_group;
     }
     self->handler = &handle;
     return self;
@@ -370,7 +370,7 @@ struct coro_task final : task_with_result<R> {
   edge_group* own_group() noexcept { return reinterpret_cast<edge_group*>(this) - 1; }
 
   std::size_t lead() noexcept {
-    return (this->kind_and_priority & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
+    return (this->tag & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
   }
 
   static void destroy_body(task_base* owner) noexcept { static_cast<coro_task*>(owner)->body().~Body(); }

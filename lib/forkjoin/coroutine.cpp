@@ -200,7 +200,7 @@ bool abandon_stranded_coroutines(scheduler::impl& owner) noexcept {
     (install_shutdown_drain(&abandon_stranded_coroutines), true);
 
 bool is_abandoned_resumption(task_base* task) noexcept {
-  if ((task->kind_and_priority & task_base::resumes_coroutine) == 0) return false;
+  if ((task->tag & task_base::resumes_coroutine) == 0) return false;
   return waiting_record_access::is_abandoned(static_cast<resumption_task*>(task)->body());
 }
 
@@ -216,7 +216,7 @@ void resume_later(std::coroutine_handle<> frame, coro_promise_base& promise, tas
   resumption_task* resumption = resumption_task::create(resumer(frame, &promise), after != nullptr ? 1 : 0);
   initialise(resumption, promise.owner->name, where.kind(), scheduler_for_free_functions(), where.task_priority(),
              where.target());
-  resumption->kind_and_priority |= task_base::resumes_coroutine;
+  resumption->tag |= task_base::resumes_coroutine;
   // Nobody holds a handle to it: only the system's reference. relaxed: nothing else can
   // reach the task yet; the launch below publishes it
   resumption->references.store(task_base::one_reference, std::memory_order_relaxed);

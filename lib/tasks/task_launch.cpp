@@ -41,8 +41,8 @@ void trace_launch(const task_base* task, task_base* const* prerequisites = nullp
 void initialise(task_base* task, const char* name, task_kind kind, scheduler& owner, priority task_priority,
                 std::uint8_t target) noexcept {
   task->name = name != nullptr ? name : "";
-  task->kind_and_priority = static_cast<std::uint8_t>((task->kind_and_priority & task_base::has_own_group) |
-                                                     static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
+  task->tag = static_cast<std::uint8_t>((task->tag & task_base::has_own_group) | work_item::is_task |
+                                       static_cast<unsigned>(kind) | static_cast<unsigned>(task_priority) << 2u);
   task->owner_index = scheduler_access::of(owner).slot.index();
   task->target = target;
   count_created(task->owner_index);

@@ -19,7 +19,7 @@ void add_nested(task_base* nested) noexcept {
                                         "') called outside a running task; ignored");
     return;
   }
-  if ((parent->kind_and_priority & task_base::resumes_coroutine) != 0) [[unlikely]] {
+  if ((parent->tag & task_base::resumes_coroutine) != 0) [[unlikely]] {
     nest_in_coroutine(parent, nested);  // lib/forkjoin/coroutine.cpp: the coroutine's task waits for it
     return;
   }

@@ -93,18 +93,21 @@ void add_handle(task_base* task) noexcept {
   task->references.fetch_add(task_base::one_handle, std::memory_order_relaxed);  // relaxed: the copier already holds one
 }
 
-void drop_handle(task_base* task) noexcept {
-  // kind is read while the handle still keeps the task alive: once it is dropped, another
-  // thread may release the last reference and free the task.
+// last_handle_duties does what falls to whoever lets go of a task's last handle, while that
+// handle still holds the task, and returns how many references besides the handle's own the
+// dropper then releases: an untriggered event can no longer be triggered
+// (last_handle_dropped); a waiter that ran the task may have left the queue's reference to
+// the handles (task_state::leave_reference_to_handles), which goes with the last of them.
+// Events are never queued, so the two never meet.
+std::uint32_t last_handle_duties(task_base* task) noexcept {
   if (task->kind() == task_kind::event) {
-    // The handle becomes a plain reference, held while last_handle_dropped looks at the event.
-    // acq_rel: pairs with the other handle owners' drops, as below
-    std::uint64_t before =
-        task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
-    if ((before >> 32) == 1) last_handle_dropped(task);
-    drop_reference(task);
-    return;
+    last_handle_dropped(task);
+    return 0;
   }
+  return task->state.handles_hold_extra_reference() ? 1 : 0;
+}
+
+void drop_handle(task_base* task) noexcept {
   // acquire: pairs with the release half of every other owner's drop. Holding the only
   // reference, nobody can add one (that takes a reference), so no write is needed.
   std::uint64_t now = task->references.load(std::memory_order_acquire);
@@ -112,30 +115,33 @@ void drop_handle(task_base* task) noexcept {
     destroy_task(task);
     return;
   }
-  // The flag saying a waiter left a reference to the handles (retract) is read only while
-  // this handle's reference keeps the task alive: read after letting go, it may be freed.
   if ((now >> 32) == 1) {
-    // The only handle: nobody can make another (copying takes one), nor leave a reference
-    // to the handles (a waiter does so through a handle it holds), so the flag is settled.
-    bool left_to_handles = task->state.handles_hold_extra_reference();
-    if (left_to_handles && now == task_base::one_handle + task_base::one_reference) {
-      destroy_task(task);  // and the reference the handles held, which was the last
+    // The only handle: nobody can make another (copying takes one), so it is the last, and
+    // it does the last handle's duties before letting go, then drops its handle and what
+    // they gave it in one read-modify-write (or, holding every reference, none).
+    std::uint32_t extra = last_handle_duties(task);
+    std::uint64_t dropped = task_base::one_handle + extra * task_base::one_reference;
+    // Seen holding every reference, nobody else can hold one now (never an event here: its
+    // handles hold no extra reference, so it was the sole-owner case above).
+    if (now == dropped) {
+      destroy_task(task);
       return;
     }
-    std::uint64_t dropped = task_base::one_handle + (left_to_handles ? task_base::one_reference : 0);
     // acq_rel: the last dropper sees every other owner's writes before destroying
     if ((task->references.fetch_sub(dropped, std::memory_order_acq_rel) & reference_mask) == (dropped & reference_mask)) {
       destroy_task(task);
     }
     return;
   }
-  // Other handles too: the handle goes, its reference stays until we know whether this was
-  // the last handle after all (the others dropped meanwhile) and so owns the left reference.
-  // acq_rel: orders the flag's store (by the waiter, before its handle's drop) before our look
+  // Other handles too: the handle becomes a plain reference, which holds the task while
+  // this dropper learns whether its handle was the last after all (the others went
+  // meanwhile) and so has the last handle's duties.
+  // acq_rel: orders the other handle owners' writes (a trigger, the store of
+  // leave_reference_to_handles, both before their handle's drop) before the duties' looks
   std::uint64_t before =
       task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
-  bool left_to_handles = (before >> 32) == 1 && task->state.handles_hold_extra_reference();
-  drop_reference(task, left_to_handles ? 2 : 1);
+  std::uint32_t extra = (before >> 32) == 1 ? last_handle_duties(task) : 0;
+  drop_reference(task, 1 + extra);
 }
 
 void add_reference(task_base* task) noexcept { add_reference_inline(task); }

@@ -103,8 +103,8 @@ bool run_taken_back(task_base* task, unsigned depth, task_base* const* through, 
 void run_held_run(held_run& held, work_item* const* taken, task_base* const* const* handles) noexcept;
 
 // is_stale_task says whether `item`, taken off this thread's deque, is the entry of a task
-// this thread already claimed where it lay (lib/tasks/wait_retraction.cpp, "Stale entries");
-// drop_stale drops such an entry's reference.
+// that has already begun (claimed where it lay, by this thread or another: lib/tasks/wait_retraction.cpp,
+// "Stale entries"); drop_stale drops such an entry's reference, as a worker popping it would.
 bool is_stale_task(work_item* item) noexcept;
 void drop_stale(work_item* item) noexcept;
 

@@ -36,7 +36,8 @@ constexpr std::size_t run_limit = 64;
 // run_taken_back says of it); nothing when it was not. An entry of another type is taken,
 // then put back at the newest end (the oldest belongs to the thieves), where it runs when
 // waited for or helped; the run goes on past it, unless it was the first entry met (see
-// "Launch order without workers"). A stale entry of another type (is_stale_task) is dropped.
+// "Launch order without workers"). A stale entry (is_stale_task: a task already begun, of
+// whatever type) is dropped.
 // One entry per CAS: an entry's type can be read only once it is ours (a thief may have
 // taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
 // before them run, from a body that helps (try_run_one, a task_group's join) and from a
@@ -56,7 +57,7 @@ std::optional<bool> run_queued_before(task_base* task, task_deque* own,
     work_item* item = nullptr;
     if (own->take_oldest(&item, 1, end, one) == 0) return std::nullopt;
     if (item != task && item->handler != tasks_handler) {
-      if (is_stale_task(item)) {  // a task this thread claimed past its entry: dropped, not passed over
+      if (is_stale_task(item)) {  // a task claimed past its entry: dropped, not passed over
         drop_stale(item);
         continue;
       }

@@ -34,35 +34,34 @@ struct alignas(cache_line) padded_event_count {
 // take-back uncovers the entry below the one it took, it pops the newest entries while
 // they are tasks already begun, and drops them. So the newest entry is never a stale one
 // this thread made (a claim out of the middle is never of the newest: that one is taken
-// back), and the last wait of a batch, a take-back, clears the rest. Tasks are recognised
-// by their handlers (each task type has its own, and nothing else queued has a task's):
-// those of the last few types it claimed so.
-constexpr std::size_t stale_types = 4;
-constinit thread_local std::array<work_item::handler_fn, stale_types> stale_handlers{};
-constinit thread_local unsigned next_stale_handler = 0;
-// How many entries this thread may have left stale and not trimmed yet: an estimate (a
-// worker may drop some, and a claimed task may have been queued elsewhere, by another
-// thread); it only says whether to look. A look that finds nothing costs a pop and a push,
-// so after max_stale_misses such looks in a row the estimate is dropped: claims of other
-// threads' tasks must not tax every later take-back. (Forgetting loses no entry for good:
-// the next look, after the next claim, drops every stale entry on top, however many.)
-constinit thread_local std::size_t stale_left = 0;
-constinit thread_local unsigned stale_misses = 0;
+// back), and the last wait of a batch, a take-back, clears the rest. An entry says itself
+// whether it is a task (work_item::is_task), and a task entry whose task has begun is
+// stale whoever began it.
+//
+// stale_estimate counts the entries this thread may have left stale and not trimmed yet:
+// an estimate (a worker may drop some, and a claimed task may have been queued elsewhere,
+// by another thread); it only says whether to look. A look that finds nothing costs a pop
+// and a push, so after max_stale_misses such looks in a row the estimate is dropped:
+// claims of other threads' tasks must not tax every later take-back. (Forgetting loses no
+// entry for good: the next look, after the next claim, drops every stale entry on top,
+// however many.)
+struct stale_estimate {
+  std::size_t left = 0;
+  unsigned misses = 0;
+};
+constinit thread_local stale_estimate stale;
 constexpr unsigned max_stale_misses = 16;
 
 }  // namespace
 
 bool is_stale_task(work_item* item) noexcept {
-  for (work_item::handler_fn handler : stale_handlers) {
-    if (handler == item->handler) return static_cast<task_base*>(item)->state.has_begun();
-  }
-  return false;
+  return is_task_item(item) && static_cast<task_base*>(item)->state.has_begun();
 }
 
 // drop_stale drops a stale entry this thread has taken off its deque: the queue's
 // reference goes, as run_queued would let it go for a task already begun.
 void drop_stale(work_item* item) noexcept {
-  if (stale_left != 0) --stale_left;
+  if (stale.left != 0) --stale.left;
   drop_reference(static_cast<task_base*>(item));
 }
 
@@ -81,21 +80,17 @@ void trim_stale(task_deque* own, scheduler::impl* owner) noexcept {
   // wake-up its launch gave, or a ready task can sit beside parked workers.
   if (pushed_back) owner->wake_for(priority::normal);
   if (dropped) {
-    stale_misses = 0;
-  } else if (++stale_misses == max_stale_misses) {
-    stale_left = 0;
-    stale_misses = 0;
+    stale.misses = 0;
+  } else if (++stale.misses == max_stale_misses) {
+    stale = stale_estimate{};
   }
 }
 
-// left_stale notes that this thread, not a worker, claimed `task` (queued, bound to no
+// left_stale notes that this thread, not a worker, claimed a task (queued, bound to no
 // named thread) past its queue entry, which may be in its own deque.
-void left_stale(const task_base* task) noexcept {
+void left_stale() noexcept {
   if (this_thread_context().self != nullptr) return;  // a worker pops its own deque (a standby has none)
-  if (std::find(stale_handlers.begin(), stale_handlers.end(), task->handler) == stale_handlers.end()) {
-    stale_handlers[next_stale_handler++ % stale_types] = task->handler;
-  }
-  ++stale_left;
+  ++stale.left;
 }
 
 // retract_nested retracts the nested tasks of a task whose body has returned: it ran here
@@ -240,7 +235,7 @@ namespace {
 bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* through, bool finish_open,
                              task_deque* own, scheduler::impl* owner) noexcept {
   bool done = run_taken_back_here(task, depth, through, finish_open);
-  if (stale_left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
+  if (stale.left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
   return done;
 }
 
@@ -322,7 +317,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
   const begin_outcome claim = task->state.try_begin();
   if (!began(claim)) return task->is_completed();
   run_here(task, claim, depth);
-  if (task->target == target_none) left_stale(task);
+  if (task->target == target_none) left_stale();
   return true;
 }
 

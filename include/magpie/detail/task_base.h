@@ -12,10 +12,19 @@
 //     (nested edges, pipe, exception, an event's prerequisite groups) out of line in
 //     `extras`. The header is 48 bytes: a task with 16 bytes of captures is one cache line.
 //
-// Reference owners: each handle; the system, from launch until the task has run (a
-// queued task) or completed (an event or inline task); each subsequent that lists the
-// task as a prerequisite, until that subsequent starts; the edge of each nested task, on
-// its parent, until the nested task completes; a pipe's "last task" slot.
+// Who frees a task: whoever drops its last reference, and nothing else decides it
+// (destroy_task, lib/tasks/task_references.cpp). The owners of a reference: each handle;
+// the system, from launch until the task has run (a queued task) or completed (an event or
+// inline task); each subsequent that lists the task as a prerequisite, until that
+// subsequent starts; the edge of each nested task, on its parent, until the nested task
+// completes; a pipe's "last task" slot. A handle is also counted as a handle, so whoever
+// lets go of the last handle knows it; while that handle still holds the task, it does the
+// last handle's duties: an untriggered event can no longer be triggered (it triggers it,
+// or reports what waits for it), and a waiter that ran the task for its handles may have
+// left them the queue's reference (task_state::leave_reference_to_handles: a store where
+// a drop would take a read-modify-write), which goes with the last handle. A dropper that
+// sees the count hold only what it owns destroys without a write: nobody can add a
+// reference without holding one.
 //
 // Everything that is not a template lives in lib/tasks/task*.cpp.
 #pragma once
@@ -161,24 +170,26 @@ struct task_base : work_item {
 
   static constexpr std::uint64_t one_reference = 1;
   static constexpr std::uint64_t one_handle = (std::uint64_t{1} << 32) | 1;  // a handle is also a reference
-  // has_own_group, in kind_and_priority: the task's prerequisite edges sit just before it
+  // has_own_group, in work_item::tag: the task's prerequisite edges sit just before it
   // in its block (task_impl::create).
   static constexpr std::uint8_t has_own_group = 1u << 5;
-  // resumes_coroutine, in kind_and_priority: the task resumes a suspended coroutine
+  // resumes_coroutine, in work_item::tag: the task resumes a suspended coroutine
   // (magpie/coroutine.h); add_nested from its body nests in the coroutine's task instead.
   static constexpr std::uint8_t resumes_coroutine = 1u << 6;
 
-  task_state<> state;
+  // work_item::tag holds kind() in bits 0-1, task_priority() in 2-4, has_own_group,
+  // resumes_coroutine and is_task (set by initialise, which every task goes through). The
+  // three bytes below sit in work_item's padding after it.
   std_atomics::atomic<std::uint8_t> flags{0};
-  std::uint8_t kind_and_priority = 0;  // kind() in bits 0-1, task_priority() in 2-4, has_own_group
   std::uint8_t target = target_none;   // named thread: index << 2 | local queue << 1 | high
   std::uint8_t owner_index = 0;        // its scheduler's slot among the living ones (lib/: owner_of)
+  task_state<> state;
   std_atomics::atomic<std::uint64_t> references{one_handle + one_reference};  // a handle and the system
   subsequent_list<task_edge> subsequents;
   task_extras* extras = nullptr;  // written before launch (before trigger) or by the running body
 
-  task_kind kind() const noexcept { return static_cast<task_kind>(kind_and_priority & 3u); }
-  priority task_priority() const noexcept { return static_cast<priority>((kind_and_priority >> 2u) & 7u); }
+  task_kind kind() const noexcept { return static_cast<task_kind>(tag & 3u); }
+  priority task_priority() const noexcept { return static_cast<priority>((tag >> 2u) & 7u); }
   // Complete once its subsequent list is closed, or once its body (and every nested task)
   // is done where the waiter that took it back leaves the list open (lib/tasks/wait_retraction.cpp).
   bool is_completed() const noexcept { return subsequents.is_closed() || state.has_finished(); }
@@ -195,6 +206,10 @@ struct task_base : work_item {
   void apply(task_op op) noexcept { handler(this, as_action(op)); }
 };
 
+// The header is 48 bytes (see the top of this file): a task with 16 bytes of captures
+// fills one cache line.
+static_assert(sizeof(task_base) == 48, "magpie: task_base grew past 48 bytes");
+
 // named_thread_of is the named thread `task` was placed on, if any.
 inline std::optional<named_thread> named_thread_of(const task_base* task) noexcept {
   if (task->target == target_none) return std::nullopt;
@@ -205,7 +220,7 @@ inline std::optional<named_thread> named_thread_of(const task_base* task) noexce
 // group, just before it, or an event's groups, each in a block of its own. Fixed at launch
 // for a task; for an event, read only by its owner until it is triggered.
 inline edge_group* prerequisite_groups(task_base* task) noexcept {
-  if ((task->kind_and_priority & task_base::has_own_group) != 0) return reinterpret_cast<edge_group*>(task) - 1;
+  if ((task->tag & task_base::has_own_group) != 0) return reinterpret_cast<edge_group*>(task) - 1;
   return task->kind() == task_kind::event && task->extras != nullptr ? task->extras->prerequisites : nullptr;
 }
 inline const edge_group* prerequisite_groups(const task_base* task) noexcept {
@@ -366,7 +381,7 @@ struct task_impl final : task_with_result<R> {
     }
     if (prerequisite_count != 0) {
       edge_group::place_before(self, prerequisite_count);
-      self->kind_and_priority = task_base::has_own_group;  // initialise keeps it
+      self->tag = task_base::has_own_group;  // initialise keeps it
     }
     self->handler = &handle;
     return self;
@@ -378,7 +393,7 @@ struct task_impl final : task_with_result<R> {
 
   // lead is lead_bytes for this task, read back from its own group.
   std::size_t lead() noexcept {
-    return (this->kind_and_priority & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
+    return (this->tag & task_base::has_own_group) != 0 ? lead_bytes(own_group()->count) : 0;
   }
 
   // handle: the task ops first (each task takes two: run and destroy), then the

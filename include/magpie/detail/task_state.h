@@ -19,7 +19,8 @@
 //     barrier before it looks again (has_finished_after_announcing).
 //   * reference_left_to_handles (bit 29): set after completion: a waiter that ran the task
 //     after taking it back left the queue's reference to the handles, and the last handle
-//     dropped releases it too (lib/tasks/task_references.cpp, drop_handle).
+//     dropped releases it too (one of the last handle's duties: detail/task_base.h, "Who
+//     frees a task").
 //
 // Exclusive access. Several moves have a cheap form (a plain store instead of a
 // read-modify-write) for a thread that alone can write the word: before the task is linked
@@ -27,7 +28,9 @@
 // Those forms take `exclusive_access`, so each call site states that it holds it.
 //
 // Lifetime — who holds the task, and who frees it. `references` (task_base) counts owners;
-// the last to go destroys the task. This word decides only who runs and who completes it.
+// the last to go destroys the task (the rule is written once, in detail/task_base.h, "Who
+// frees a task"). This word decides only who runs and who completes it; its one part in
+// freeing is the mark a waiter leaves instead of dropping a reference.
 //
 //   created ── handle + system reference; word = 1 (launch lock)
 //     │ add_locks(k)          one lock per prerequisite; each prerequisite's list edge holds
@@ -44,7 +47,8 @@
 //   finished ─ ... whose ender completes it: closes the list, releases its subsequents, then
 //              drops the system's reference (the queue entry's, for a queued task). The
 //              handles go on holding theirs; a waiter that ran it may leave one more to them
-//              (leave_reference_to_handles(exclusive_access)). Last reference: destroyed.
+//              (leave_reference_to_handles(exclusive_access)), which the last handle's
+//              dropper releases with its own. Last reference: destroyed.
 //
 //   task_state state;                               // 1 launch lock
 //   state.add_locks(k);                             // before launch: one per prerequisite

@@ -28,8 +28,23 @@ struct work_item {
   // retracted), so that there is nothing to report, or to count as run.
   using handler_fn = bool (*)(work_item* self, work_action action) noexcept;
 
+  // is_task, in `tag`: the item is a task (layer 3's task_base), whoever finds it in a
+  // queue may read it as one. Every other item leaves it clear.
+  static constexpr std::uint8_t is_task = 1u << 7;
+
+  // work_item's constructor is declared (not written) so that the type is not a plain
+  // aggregate: a derived type may then place its first small fields in the padding after
+  // `tag` (task_base does, and stays 48 bytes).
+  work_item() noexcept = default;
+
   handler_fn handler = nullptr;
   const char* name = "";  // for diagnostics; must outlive the item
+  // tag says what the item is: is_task (bit 7); the other bits are the item type's own
+  // (a task keeps its kind and priority there).
+  std::uint8_t tag = 0;
 };
+
+// is_task_item says whether `item` is a task (work_item::is_task).
+constexpr bool is_task_item(const work_item* item) noexcept { return (item->tag & work_item::is_task) != 0; }
 
 }  // namespace magpie::detail
