@@ -237,3 +237,73 @@ TEST_CASE("lent_deques stress: short-lived threads launch and wait while workers
     }
   }
 }
+
+TEST_CASE("lent_deques stress: a deque handed back by an exiting thread reaches its next borrower whole" *
+          doctest::test_suite("stress")) {
+  // Every deque is lent; one holder grows its deque past the first ring, takes its tasks
+  // back and exits, while a thread that has waited for a deque all along launches through
+  // the shared queue, trying to borrow at each launch. The borrower learns of the exit only
+  // through a relaxed flag and keeps the handles of what it launched (so no completion
+  // hands it anything): the deque's owner-side state (its top as last seen, its rings)
+  // reaches it only through the hand-back itself. Without workers no thief gives it an
+  // edge of its own; the other counts run the same hand-over with thieves about.
+  constexpr int holders = 16;  // the deques a scheduler lends
+  constexpr int holder_tasks = 600;  // past the first ring's 256
+  constexpr int borrower_tasks = 200;
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < 3 * test::stress_repeat(); ++repeat) {
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::atomic<int> holding{0};
+      std::atomic<bool> holder_gone{false};
+      std::atomic<bool> may_exit{false};
+      std::atomic<int> ran{0};
+      std::atomic<int> wrong{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < holders; ++t) {
+        threads.emplace_back([&, t] {
+          task<> first = pool.launch("borrows a deque", [&ran] { ran.fetch_add(1); });
+          holding.fetch_add(1, std::memory_order_release);  // release: pairs with the borrower's acquire
+          if (t == 0) {
+            std::vector<task<int>> handles;
+            for (int i = 0; i < holder_tasks; ++i) handles.push_back(pool.launch("held", [i] { return i; }));
+            for (int i = holder_tasks - 1; i >= 0; --i) {  // newest first: each is taken back off the bottom
+              if (handles[static_cast<std::size_t>(i)].get_result() != i) wrong.fetch_add(1);
+            }
+            first.wait();
+            return;  // hands its deque back on the way out
+          }
+          first.wait();
+          while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
+        });
+      }
+      std::thread borrower([&] {
+        while (holding.load(std::memory_order_acquire) < holders) std::this_thread::yield();  // acquire: pairs with the holders' release
+        std::vector<task<int>> handles;
+        // Launches go to the shared queue until the hand-back; the flag only bounds the loop
+        // (relaxed: it must not order the holder's exit before the borrowing)
+        for (int i = 0, after = 0; after < borrower_tasks; ++i) {
+          handles.push_back(pool.launch("borrower's", [i] { return i; }));
+          if (holder_gone.load(std::memory_order_relaxed)) {
+            ++after;
+          } else {
+            std::this_thread::yield();
+          }
+        }
+        for (std::size_t i = 0; i < handles.size(); ++i) {
+          if (handles[i].get_result() != static_cast<int>(i)) wrong.fetch_add(1);
+        }
+      });
+      threads[0].join();
+      holder_gone.store(true, std::memory_order_relaxed);  // relaxed: as the borrower's load
+      borrower.join();
+      may_exit.store(true, std::memory_order_release);  // release: pairs with the holders' acquire
+      for (auto& each : threads) {
+        if (each.joinable()) each.join();
+      }
+      CHECK(wrong.load() == 0);
+      CHECK(ran.load() == holders);
+    }
+  }
+}

@@ -704,3 +704,129 @@ TEST_CASE("task_group: a group made in work a plain thread joined may be waited 
     CHECK(recorder.count() == 0);
   }
 }
+
+TEST_CASE("task_group stress: a wait from another thread after the home thread's wait ended sees that join" *
+          doctest::test_suite("stress")) {
+  // The later waiter is made before the children run and learns that the home thread's
+  // wait ended only through a relaxed flag: its one edge to that join (the children's
+  // effects, the accounting the home thread's wait reset) is the group's own hand-over
+  // from the ending wait to the next.
+  constexpr int children = 8;
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
+      test::diagnostic_recorder recorder;
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_group group(pool);
+      struct alignas(64) slot {
+        int value = 0;
+      };
+      std::array<slot, children> written{};
+      std::atomic<bool> home_waited{false};
+      std::array<int, children> seen{};
+      std::thread later([&] {
+        while (!home_waited.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: no edge but the group's
+        group.wait();
+        for (int i = 0; i < children; ++i) seen[static_cast<std::size_t>(i)] = written[static_cast<std::size_t>(i)].value;
+      });
+      for (int i = 0; i < children; ++i) group.run([&written, i] { written[static_cast<std::size_t>(i)].value = i + 1; });
+      group.wait();
+      home_waited.store(true, std::memory_order_relaxed);  // relaxed: as the later waiter's load
+      later.join();
+      for (int i = 0; i < children; ++i) CHECK(seen[static_cast<std::size_t>(i)] == i + 1);
+      CHECK(recorder.count() == 0);
+    }
+  }
+}
+
+TEST_CASE("task_group stress: a second thread's wait during the first returns seeing the children the first joined" *
+          doctest::test_suite("stress")) {
+  // Misuse: the second wait is reported and returns once the first ends. A child writes
+  // after the second thread has entered its wait, so the second's one edge to that write
+  // is the end of the first wait.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
+      test::diagnostic_recorder recorder;
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_group group(pool);
+      struct alignas(64) slot {
+        int value = 0;
+      };
+      slot written;
+      int seen = 0;
+      std::atomic<bool> second_made{false};
+      std::thread second;
+      group.run([&] {
+        second = std::thread([&] {
+          group.wait();
+          seen = written.value;
+        });
+        second_made.store(true, std::memory_order_release);  // release: pairs with the main thread's acquire (before join)
+        // The second thread is inside its wait once it has been reported
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+        written.value = 42;
+      });
+      group.wait();
+      while (!second_made.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the child's release
+      second.join();
+      CHECK(seen == 42);
+      REQUIRE(recorder.count() == 1);
+      CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+    }
+  }
+}
+
+TEST_CASE("task_group stress: children that a thread without a deque spawns reach the joiner whole" *
+          doctest::test_suite("stress")) {
+  // Without workers, and with every deque the scheduler lends taken, a thread that is not
+  // the group's home keeps the children it spawns on the group's private stack, which only
+  // a joiner takes. The home thread learns of the spawns through a relaxed flag only, so
+  // the children (and the data they read, written by the spawner just before) reach it
+  // through that stack alone. Only a scheduler without workers keeps children private, so
+  // this case runs without workers.
+  constexpr int holders = 16;  // the deques a scheduler lends
+  constexpr int children = 8;
+  for (int repeat = 0; repeat < 5 * test::stress_repeat(); ++repeat) {
+    test::diagnostic_recorder recorder;
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    task_group group(pool);
+    std::atomic<int> holding{0};
+    std::atomic<bool> may_exit{false};
+    std::atomic<bool> spawned{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < holders; ++t) {
+      threads.emplace_back([&] {
+        pool.launch("borrows a deque", [] {}).wait();
+        holding.fetch_add(1, std::memory_order_release);  // release: pairs with the spawner's acquire
+        while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
+      });
+    }
+    struct alignas(64) slot {
+      int value = 0;
+    };
+    std::array<slot, children> input{};
+    std::array<slot, children> output{};
+    std::thread spawner([&] {
+      while (holding.load(std::memory_order_acquire) < holders) std::this_thread::yield();  // acquire: pairs with the holders' release
+      for (int i = 0; i < children; ++i) {
+        input[static_cast<std::size_t>(i)].value = 3 * i + 1;
+        group.run([&input, &output, i] {
+          output[static_cast<std::size_t>(i)].value = input[static_cast<std::size_t>(i)].value;
+        });
+      }
+      spawned.store(true, std::memory_order_relaxed);  // relaxed: no edge to the home thread but the group's
+    });
+    while (!spawned.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: as the spawner's store
+    group.wait();
+    for (int i = 0; i < children; ++i) CHECK(output[static_cast<std::size_t>(i)].value == 3 * i + 1);
+    spawner.join();
+    may_exit.store(true, std::memory_order_release);  // release: pairs with the holders' acquire
+    for (auto& each : threads) each.join();
+    CHECK(recorder.count() == 0);
+  }
+}

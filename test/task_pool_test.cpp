@@ -177,3 +177,37 @@ TEST_CASE("task_pool: producers allocate, consumers free, every block exactly on
     CHECK(pool::live_blocks() == before);
   }
 }
+
+TEST_CASE("task_pool stress: a heap made while another thread counts live blocks is counted whole" *
+          doctest::test_suite("stress")) {
+  // More threads than there are parked heaps make their first allocation at once, so most
+  // make a fresh heap and publish it while another thread walks every heap in
+  // live_blocks(). The walker has no edge to those threads but the publication itself
+  // (the counters below are relaxed): the heap's link and zeroed counters must reach it
+  // through that alone.
+  constexpr int fresh_threads = 64;
+  for (int repeat = 0; repeat < magpie::test::stress_repeat(); ++repeat) {
+    const std::int64_t before = pool::live_blocks();
+    std::atomic<int> allocated{0};
+    std::atomic<bool> may_exit{false};
+    std::vector<void*> blocks(fresh_threads, nullptr);
+    std::thread walker([&] {
+      // relaxed: the count only ends the walk; it must not order the heaps before it
+      while (allocated.load(std::memory_order_relaxed) < fresh_threads) (void)pool::live_blocks();
+    });
+    std::vector<std::thread> threads;
+    for (int i = 0; i < fresh_threads; ++i) {
+      threads.emplace_back([&, i] {
+        blocks[static_cast<std::size_t>(i)] = pool::allocate(64);
+        allocated.fetch_add(1, std::memory_order_relaxed);  // relaxed: as the walker's load
+        // Held until every thread has its heap, so that no heap is parked and adopted meanwhile
+        while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
+      });
+    }
+    walker.join();
+    may_exit.store(true, std::memory_order_release);  // release: pairs with the threads' acquire
+    for (auto& thread : threads) thread.join();
+    for (void* block : blocks) pool::deallocate(block, 64);
+    CHECK(pool::live_blocks() == before);
+  }
+}

@@ -778,3 +778,40 @@ TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" 
     }
   }
 }
+
+TEST_CASE("task stress: a census record made while another thread counts live tasks is counted whole" *
+          doctest::test_suite("stress")) {
+  // More threads than there are free census records make their first task at once, so most
+  // add a fresh record and publish it while another thread sums every record in
+  // live_tasks(). The summing thread has no edge to those threads but the publication
+  // itself (the counters below are relaxed): the record's link and zeroed counts must
+  // reach it through that alone.
+  constexpr int fresh_threads = 64;
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::atomic<int> launched{0};
+      std::atomic<int> ran{0};
+      std::atomic<bool> may_exit{false};
+      std::thread summing([&] {
+        // relaxed: the count only ends the loop; it must not order the records before it
+        while (launched.load(std::memory_order_relaxed) < fresh_threads) (void)detail::live_tasks();
+      });
+      std::vector<std::thread> threads;
+      for (int i = 0; i < fresh_threads; ++i) {
+        threads.emplace_back([&] {
+          pool.launch("first task of its thread", [&ran] { ran.fetch_add(1); }).wait();
+          launched.fetch_add(1, std::memory_order_relaxed);  // relaxed: as the summing thread's load
+          // Held until every thread has its record, so that no record is handed back and reused meanwhile
+          while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
+        });
+      }
+      summing.join();
+      may_exit.store(true, std::memory_order_release);  // release: pairs with the threads' acquire
+      for (auto& thread : threads) thread.join();
+      CHECK(ran.load() == fresh_threads);
+    }
+  }
+}
