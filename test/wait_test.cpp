@@ -1935,8 +1935,9 @@ TEST_CASE("wait: a shutdown waiting for a task that a thread outside the pool ru
   // The body spins until a flag is set after the destructor returns: a real program hangs
   // there. A thread outside the pool launched it and runs it in its wait (with no workers,
   // only it can; with workers, one may steal it first: then the shutdown waits for that
-  // worker). The releaser stands for "after": it lets the body go once the report came, or
-  // after 10 s, and the check fails.
+  // worker). The releaser stands for "after": it lets the body go once the shutdown's report
+  // came, or after 10 s, and the check fails. (Where a worker took the task, the outside
+  // thread's wait reports first: released then, the shutdown would never stall.)
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
     test::diagnostic_recorder recorder;
@@ -1955,7 +1956,8 @@ TEST_CASE("wait: a shutdown waiting for a task that a thread outside the pool ru
     while (!started.load()) std::this_thread::yield();
     std::thread releaser([&] {
       auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) {
+      while (reported_with(recorder, diagnostic_kind::stalled, {"shutdown on thread "}) == 0 &&
+             std::chrono::steady_clock::now() < give_up) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
       released.store(true);
