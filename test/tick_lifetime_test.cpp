@@ -575,4 +575,51 @@ TEST_CASE("tick_lifetime: two running ticks destroying each other do not deadloc
   }
 }
 
+// Three running ticks destroy one another in a ring: the game thread's destroys the first
+// worker's, that one the second's, and the second the game thread's. Each destruction would
+// wait for a run that waits, through the ring, for it: the one that sees the ring closed
+// through its own thread goes on without waiting.
+TEST_CASE("tick_lifetime: three running ticks destroying one another in a ring do not deadlock" * doctest::test_suite("stress")) {
+  for (int round = 0; round < stress_repeat(); ++round) {
+    for (unsigned workers : worker_counts) {
+      if (workers < 2) continue;  // the three never run at once
+      CAPTURE(workers);
+      diagnostic_recorder recorder;
+      bool all_gone = false;
+      run_bounded("the destruction ring", workers, [&] {
+        scheduler pool(tick_pool(workers));
+        tick_manager manager(pool);
+        std::atomic<int> running{0};
+        std::unique_ptr<tick_function> on_game, first, second;
+        // Each body destroys the next tick once all three run; none touches its own captures
+        // after the reset: its own tick may be gone by then.
+        auto destroys = [&](std::unique_ptr<tick_function>& next) {
+          return [&running, &next](float, level_tick) {
+            running.fetch_add(1);
+            auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+            while (running.load() < 3 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+            next.reset();
+          };
+        };
+        on_game = std::make_unique<tick_function>("on_game", destroys(first));
+        first = std::make_unique<tick_function>("first", destroys(second));
+        second = std::make_unique<tick_function>("second", destroys(on_game));
+        // Apart in three units: a high-priority any-thread tick is not chunked with a normal one.
+        first->set_run_on_any_thread(true);
+        first->set_high_priority(true);
+        second->set_run_on_any_thread(true);
+        on_game->register_tick_function(manager);
+        first->register_tick_function(manager);
+        second->register_tick_function(manager);
+        run_frame(manager);
+        all_gone = on_game == nullptr && first == nullptr && second == nullptr;
+        run_frame(manager);
+        CHECK(manager.registered_count() == 0);
+      });
+      CHECK(all_gone);
+      CHECK(recorder.count() == 0);
+    }
+  }
+}
+
 }  // TEST_SUITE("tick_lifetime")

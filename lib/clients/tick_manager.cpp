@@ -123,22 +123,46 @@ class waiting_scope {
   }
 };
 
+namespace {
+
+// waits_for_this_thread says whether the thread running `work` waits, in a destruction, for a
+// unit this thread runs, directly or through the threads it waits for in turn: running ticks
+// destroying one another in a ring that closes here. Of the threads in such a ring, the last
+// to mark its wait sees every other mark (all seq_cst), so at least one of them sees the ring
+// closed through itself. A ring that does not pass through this thread is its own threads'
+// to break: the walk stops when it comes back to a unit it met (Brent's cycle check, no memory).
+bool waits_for_this_thread(const unit& work) {
+  const unit* at = &work;
+  const unit* checkpoint = &work;
+  for (std::size_t steps = 1, power = 1;; ++steps) {
+    at = at->waiting_for.load(std::memory_order_seq_cst);  // seq_cst: see unit::waiting_for
+    if (at == nullptr) return false;
+    if (runs_on_this_thread(*at)) return true;
+    if (at == checkpoint) return false;
+    if (steps == power) {
+      checkpoint = at;
+      power *= 2;
+      steps = 0;
+    }
+  }
+}
+}  // namespace
+
 // wait_until_not_running returns once `work` is not running, or at once where waiting could
 // not end: `work` runs on this thread, or its thread waits, in a destruction, for a unit this
-// thread runs (two running ticks destroying each other: the destruction that sees the other
-// waiting goes on without waiting, so the tick it destroys may still be running its body, as
-// when a tick is destroyed under itself in Unreal). On the game thread the wait is a blocking
-// task wait for the unit: it runs the game thread's queue meanwhile (a tick of that unit may
-// be waiting for it), never re-entering a queue the thread is processing further down its
+// thread runs, directly or around a ring (see waits_for_this_thread: the destruction that
+// sees the ring closed goes on without waiting, so the tick it destroys may still be running
+// its body, as when a tick is destroyed under itself in Unreal). On the game thread the wait
+// is a blocking task wait for the unit: it runs the game thread's queue meanwhile (a tick of
+// that unit may be waiting for it), never re-entering a queue the thread is processing further down its
 // stack, and it reports a stall (scheduler_options::stall_report_after). Called after a
 // member word of the unit was cleared, so a unit that starts later skips it (see
 // unit::run_state).
 void tick_manager::state::wait_until_not_running(const unit& work) {
   if (runs_on_this_thread(work)) return;
   waiting_scope waiting(work);
-  // seq_cst: after our own mark above, pairs with the other thread's mark (unit::waiting_for)
-  const unit* its_wait = work.waiting_for.load(std::memory_order_seq_cst);
-  if (its_wait != nullptr && runs_on_this_thread(*its_wait)) return;
+  // After our own mark above: pairs with the other threads' marks (unit::waiting_for).
+  if (waits_for_this_thread(work)) return;
   // seq_cst: the other half of the exchange of stores described at unit::run_state
   if (work.run_state.load(std::memory_order_seq_cst) != 1) return;
   if (on_game_thread()) {
@@ -148,8 +172,7 @@ void tick_manager::state::wait_until_not_running(const unit& work) {
   // Off the game thread the handle may still be being set by the launch: watch the state.
   while (work.run_state.load(std::memory_order_seq_cst) == 1) {  // seq_cst: as above
     std::this_thread::yield();
-    its_wait = work.waiting_for.load(std::memory_order_seq_cst);  // seq_cst: as above
-    if (its_wait != nullptr && runs_on_this_thread(*its_wait)) return;
+    if (waits_for_this_thread(work)) return;
   }
 }
 

@@ -151,9 +151,9 @@ struct unit {
   // waits out; an unregistration does not).
   std::atomic<std::uint8_t> run_state{0};
   // The unit the thread running this one waits for in a tick's destruction, or null: set
-  // (seq_cst) before that thread looks at the other unit's, so of two threads waiting for
-  // each other's units at least one sees the other's and does not wait (see
-  // tick_manager::state::wait_until_not_running).
+  // (seq_cst) before that thread looks at the other units', so of threads waiting for one
+  // another's units in a ring at least one sees the ring closed and does not wait (see
+  // waits_for_this_thread in tick_manager.cpp).
   mutable std::atomic<const unit*> waiting_for{nullptr};
   // The unit its thread was running when it started this one (running_unit then), or null;
   // written and read only by that thread while it runs this one.
