@@ -93,6 +93,27 @@ TEST_CASE("task_pool: a thread's heap is adopted after the thread exits") {
   CHECK(pool::live_blocks() == before);
 }
 
+// allocates_at_exit allocates and frees a block in its destructor. As a thread_local made
+// before its thread's first allocation, it is destroyed after that thread's heap was parked.
+struct allocates_at_exit {
+  ~allocates_at_exit() { pool::deallocate(pool::allocate(128), 128); }
+};
+
+TEST_CASE("task_pool: an allocation after the thread's heap was parked at exit leaves the heap parked") {
+  std::thread([] { pool::deallocate(pool::allocate(128), 128); }).join();  // a heap is parked
+  const std::size_t parked = pool::parked_heap_count();
+  const std::int64_t before = pool::live_blocks();
+  for (int i = 0; i < 4; ++i) {
+    std::thread([] {
+      thread_local allocates_at_exit late;
+      (void)late;
+      pool::deallocate(pool::allocate(128), 128);
+    }).join();
+    CHECK(pool::parked_heap_count() == parked);
+  }
+  CHECK(pool::live_blocks() == before);
+}
+
 TEST_CASE("task_pool: trim_task_memory gives back the slabs with no live block and keeps the rest") {
   std::int64_t before = pool::live_blocks();
   std::thread owner([] {

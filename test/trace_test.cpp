@@ -1,6 +1,7 @@
 // Tracing (magpie/trace.h): known graphs recorded, the file read back as JSON and checked
 // for what the viewer relies on — valid trace-event objects, slices nested per thread,
 // every started task finished, arrows whose ends are the right tasks' slices.
+#include "../lib/trace/trace_buffers.h"
 #include "support.h"
 #include "task_support.h"
 
@@ -412,6 +413,37 @@ TEST_CASE("trace: a file that cannot be opened or written is reported, and the r
   CHECK(recorder.count() == failures);
   json again = written("kept-again");  // written once: gone now
   CHECK(named(again, "B", "kept").empty());
+}
+
+// claimed_buffers counts the trace buffers a thread holds (a live thread's, or one never
+// handed back).
+int claimed_buffers() {
+  int claimed = 0;
+  for (auto* each = magpie::detail::tracing::first_buffer(); each != nullptr; each = each->next) {
+    claimed += each->claimed.load() ? 1 : 0;
+  }
+  return claimed;
+}
+
+// records_at_exit makes a trace point in its destructor. As a thread_local made before its
+// thread's first event, it is destroyed after that thread's buffer went back.
+struct records_at_exit {
+  ~records_at_exit() { trace::instant("after the buffer went back"); }
+};
+
+TEST_CASE("trace: a trace point after the thread's buffer went back at exit leaves no buffer held") {
+  trace::start();
+  const int before = claimed_buffers();
+  for (int i = 0; i < 3; ++i) {
+    std::thread([] {
+      thread_local records_at_exit late;
+      (void)late;
+      trace::instant("in");
+    }).join();
+    CHECK(claimed_buffers() == before);
+  }
+  trace::stop();
+  trace::clear();
 }
 
 TEST_CASE("trace: recording from many threads while another writes the file after stop" * doctest::test_suite("stress")) {

@@ -7,7 +7,9 @@
 //
 // Each thread records into a ring buffer of its own (no lock; a thread's first event of a
 // recording allocates its buffer, nothing else allocates), which drops its oldest events
-// when full and counts the drops. The file is Chrome's trace-event JSON: a slice per task
+// when full and counts the drops. A thread's buffer is handed on when the thread exits (its
+// events stay for the file); events made on that thread after the hand-back, from a
+// thread_local's destructor, are not recorded. The file is Chrome's trace-event JSON: a slice per task
 // run on the thread that ran it, arrows from launcher to runner and from each prerequisite
 // to its subsequent, waits, parking, steals, standby workers and named-thread queues, and
 // the slices, instants and counters that code adds with the calls below.

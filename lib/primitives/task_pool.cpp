@@ -355,6 +355,14 @@ void deallocate(void* memory, std::size_t size) noexcept {
   deallocate_elsewhere(memory, size, mine);
 }
 
+std::size_t parked_heap_count() noexcept {
+  lock_parked();
+  std::size_t count = 0;
+  for (heap* each = parked_heaps; each != nullptr; each = each->next_parked) ++count;
+  unlock_parked();
+  return count;
+}
+
 std::int64_t live_blocks() noexcept {
   // Every carved block is live, free on its heap's stack, or in a "returned" stack (freed
   // elsewhere and not yet taken back).

@@ -61,6 +61,10 @@ struct trace_thread_state {
   const char* user_name = nullptr;
   // The buffer this thread records into: claimed by arm, handed back by buffer_return.
   thread_buffer* buffer = nullptr;
+  // Set by buffer_return: the thread is exiting and its buffer went back. A trace point made
+  // after that (from a later thread_local's destructor) records nothing, since no returner
+  // is left to hand a newly claimed buffer back.
+  bool buffer_returned = false;
 };
 constinit thread_local trace_thread_state trace_tls;
 
@@ -71,6 +75,7 @@ struct buffer_return {  // hands the buffer on at thread exit; its events stay f
   ~buffer_return() {
     if (trace_tls.buffer != nullptr) trace_tls.buffer->claimed.store(false, std::memory_order_release);  // release: pairs with claim's CAS
     trace_tls.buffer = nullptr;
+    trace_tls.buffer_returned = true;
   }
 };
 
@@ -107,6 +112,7 @@ thread_buffer* claim() {
 thread_buffer* arm(std::uint64_t session) noexcept {
   try {
     if (trace_tls.buffer == nullptr) {
+      if (trace_tls.buffer_returned) return nullptr;
       trace_tls.buffer = claim();
       thread_local buffer_return returner;  // constructed once: hands the buffer on at exit
       (void)returner;

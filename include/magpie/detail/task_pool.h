@@ -40,4 +40,8 @@ void deallocate(void* memory, std::size_t size) noexcept;
 // together: tests check it returns to where it was.
 std::int64_t live_blocks() noexcept;
 
+// parked_heap_count is the number of heaps parked by exited threads for the next thread
+// that needs one: tests check that a thread's exit leaves none adopted for good.
+std::size_t parked_heap_count() noexcept;
+
 }  // namespace magpie::detail::task_pool
