@@ -24,9 +24,9 @@ void check(bool right, const char* what) {
 }
 
 // ran_counter is the count a batch's tasks bump from every thread, alone on its pair of
-// cache lines. As a plain local it shares a line with the launching thread's temporaries
-// whenever the stack's random start puts them together, and each bump by a worker then
-// stalls a launch: that made one process's batch rows twice another's.
+// cache lines. As a plain local it may share a line with the launching thread's
+// temporaries (whether it does depends on the stack's random start, so it differs from
+// process to process), and each bump by a worker would then stall a launch.
 struct alignas(128) ran_counter {
   std::atomic<std::size_t> value{0};
 };
