@@ -65,9 +65,10 @@ void report_misuse(std::string_view message);
 void check_valid(bool valid, const char* operation);
 
 // value_keeper is the scheduler that a promise's value task and event belong to: made on
-// first use, never destroyed, with no threads (nothing of it is ever queued: the value
-// task runs inline when the promise is set). So a promise can be set whatever became of
-// the scheduler it was made under.
+// first use, never destroyed, with one worker that is never given work (nothing of it is
+// ever queued: the value task runs inline when the promise is set). So a promise can be
+// set whatever became of the scheduler it was made under, and a wait for its value blocks
+// until it is set, where a wait on a scheduler without workers would nap and poll for work.
 scheduler& value_keeper();
 
 // span_ns is a wait's length as a floating count of nanoseconds: any duration, and the

@@ -13,7 +13,7 @@ scheduler& value_keeper() {
   // Never destroyed: a promise may be set, and its tasks freed, during static destruction.
   static scheduler* keeper = [] {
     scheduler_options options;
-    options.workers = 0;
+    options.workers = 1;  // never given work: see the header
     options.background_workers = 0;
     return new scheduler(std::move(options));
   }();
