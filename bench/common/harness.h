@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,17 @@
 #include <vector>
 
 namespace bench {
+
+// padded_atomic is a std::atomic alone on its pair of cache lines (the adjacent-line
+// prefetcher moves lines in pairs). A count that every worker bumps, declared as a plain
+// local, shares a line with the launching thread's temporaries wherever the stack's random
+// start puts them together; each bump then stalls the launcher, and a row reads differently
+// from one process to the next. Every system's rows count with it.
+template <class T>
+struct alignas(128) padded_atomic : std::atomic<T> {
+  using std::atomic<T>::atomic;
+  using std::atomic<T>::operator=;
+};
 
 struct options {
   std::vector<unsigned> threads;  // "N threads" = N − 1 workers + the calling thread

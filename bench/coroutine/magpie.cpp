@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
 
     for (std::uint32_t limit : {1u, 2u, 4u}) {
       auto throughput = bench::time_runs(chosen.runs, [&] {
-        std::atomic<std::size_t> ran{0};
+        bench::padded_atomic<std::size_t> ran{0};
         magpie::task_concurrency_limiter limiter(limit, magpie::priority::normal, pool);
         for (std::size_t i = 0; i < limited; ++i) {
           limiter.push("limited", [&ran](std::uint32_t) { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     std::vector<magpie::task<>> handles;
     handles.reserve(skipped);
     auto empty = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       for (std::size_t i = 0; i < skipped; ++i) {
         handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after wait_all
       }
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     });
     bench::record(chosen, "magpie", "task_empty_batch", std::to_string(skipped), threads, empty, skipped);
     auto skips = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       magpie::cancellation_token token;
       token.cancel();
       for (std::size_t i = 0; i < skipped; ++i) {

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     tbb::task_arena arena(static_cast<int>(threads));
     for (std::ptrdiff_t limit : {1, 2, 4}) {
       auto throughput = bench::time_runs(chosen.runs, [&] {
-        std::atomic<std::size_t> ran{0};
+        bench::padded_atomic<std::size_t> ran{0};
         std::counting_semaphore<64> slots(limit);
         arena.execute([&] {
           tbb::task_group group;

@@ -85,14 +85,14 @@ int main(int argc, char** argv) {
     pool.attach(magpie::named_thread::game);
 
     auto from_caller = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       for (std::uint64_t i = 0; i < jobs; ++i) magpie::detail::schedule_item(pool, new empty_job(done));
       help_until_done(pool, done, jobs);
     });
     bench::record(chosen, "magpie", "empty_jobs_from_caller", param, threads, from_caller, jobs);
 
     auto from_worker = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       magpie::detail::schedule_item(pool, new fan_out_job(jobs, done));
       help_until_done(pool, done, jobs);
     });
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     for (int sample = 0; sample < (chosen.quick ? 50 : 200); ++sample) {
       wait_until_parked(pool);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      std::atomic<std::int64_t> ran_at{0};
+      bench::padded_atomic<std::int64_t> ran_at{0};
       struct stamp_job : magpie::detail::work_item {
         std::atomic<std::int64_t>* when;
         static bool handle(magpie::detail::work_item* self, magpie::detail::work_action) noexcept {

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     tf::Executor executor(threads);
 
     auto from_caller = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       for (std::uint64_t i = 0; i < jobs; ++i) executor.silent_async([&done] { done.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait_for_all
       executor.wait_for_all();
       if (done.load() != jobs) throw std::runtime_error("taskflow: lost jobs");
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, "taskflow", "empty_jobs_from_caller", param, threads, from_caller, jobs);
 
     auto from_worker = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       executor.silent_async([&] {
         for (std::uint64_t i = 0; i < jobs; ++i) executor.silent_async([&done] { done.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait_for_all
       });
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     std::vector<double> latencies;
     for (int sample = 0; sample < (chosen.quick ? 50 : 200); ++sample) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      std::atomic<std::int64_t> ran_at{0};
+      bench::padded_atomic<std::int64_t> ran_at{0};
       auto launched = std::chrono::steady_clock::now().time_since_epoch().count();
       executor.silent_async([&ran_at] {
         ran_at.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);  // release: pairs with the acquire below

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     tbb::task_arena arena(static_cast<int>(threads));
 
     auto from_caller = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       arena.execute([&] {
         tbb::task_group group;
         for (std::uint64_t i = 0; i < jobs; ++i) group.run([&] { done.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait()
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, "tbb", "empty_jobs_from_caller", param, threads, from_caller, jobs);
 
     auto from_worker = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::uint64_t> done{0};
+      bench::padded_atomic<std::uint64_t> done{0};
       arena.execute([&] {
         tbb::task_group group;
         group.run([&] {
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     std::vector<double> latencies;
     for (int sample = 0; sample < (chosen.quick ? 50 : 200); ++sample) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      std::atomic<std::int64_t> ran_at{0};
+      bench::padded_atomic<std::int64_t> ran_at{0};
       auto launched = std::chrono::steady_clock::now().time_since_epoch().count();
       arena.enqueue([&ran_at] {
         ran_at.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);  // release: pairs with the acquire below

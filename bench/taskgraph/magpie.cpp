@@ -23,14 +23,6 @@ void check(bool right, const char* what) {
   if (!right) throw std::runtime_error(std::string("wrong answer: ") + what);
 }
 
-// ran_counter is the count a batch's tasks bump from every thread, alone on its pair of
-// cache lines. As a plain local it may share a line with the launching thread's
-// temporaries (whether it does depends on the stack's random start, so it differs from
-// process to process), and each bump by a worker would then stall a launch.
-struct alignas(128) ran_counter {
-  std::atomic<std::size_t> value{0};
-};
-
 void launch_one_at_a_time(magpie::scheduler& pool, std::size_t count) {
   std::size_t ran = 0;
   for (std::size_t i = 0; i < count; ++i) pool.launch("empty", [&ran] { ++ran; }).wait();
@@ -46,24 +38,24 @@ void function_task_one_at_a_time(std::size_t count) {
 }
 
 void launch_batch(magpie::scheduler& pool, std::size_t count, std::vector<magpie::task<>>& handles) {
-  ran_counter ran;
+  bench::padded_atomic<std::size_t> ran{0};
   for (std::size_t i = 0; i < count; ++i) {
-    handles.push_back(pool.launch("empty", [&ran] { ran.value.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the wait
+    handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the wait
   }
   magpie::wait_all(handles);
   handles.clear();
-  check(ran.value.load() == count, "launch batch");
+  check(ran.load() == count, "launch batch");
 }
 
 void function_task_batch(task_graph_interface& graph, std::size_t count, graph_event_array& events) {
-  ran_counter ran;
+  bench::padded_atomic<std::size_t> ran{0};
   for (std::size_t i = 0; i < count; ++i) {
     events.add(function_graph_task::create_and_dispatch_when_ready(
-        [&ran] { ran.value.fetch_add(1, std::memory_order_relaxed); }, "empty"));  // relaxed: read after the wait
+        [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, "empty"));  // relaxed: read after the wait
   }
   graph.wait_until_tasks_complete(events);
   events.reset();
-  check(ran.value.load() == count, "function task batch");
+  check(ran.load() == count, "function task batch");
 }
 
 void launch_chain(magpie::scheduler& pool, std::size_t count) {

@@ -19,12 +19,6 @@ void check(bool right, const char* what) {
   if (!right) throw std::runtime_error(std::string("wrong answer: ") + what);
 }
 
-// ran_counter is the batch's count, alone on its cache lines as magpie's peer has it
-// (bench/taskgraph/magpie.cpp says why).
-struct alignas(128) ran_counter {
-  std::atomic<std::size_t> value{0};
-};
-
 // link runs one step of the continuation chain and hands the next step to the group.
 void link(oneapi::tbb::task_group& group, std::size_t& value, std::size_t left) {
   ++value;
@@ -56,11 +50,11 @@ int main(int argc, char** argv) {
       bench::record(chosen, "tbb", "tg_function_task_one_at_a_time", std::to_string(singles), threads, singly, singles);
 
       auto batched = bench::time_runs(chosen.runs, [&] {
-        ran_counter ran;
+        bench::padded_atomic<std::size_t> ran{0};
         task_group group;
-        for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.value.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+        for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
         group.wait();
-        check(ran.value.load() == batch, "batch");
+        check(ran.load() == batch, "batch");
       });
       bench::record(chosen, "tbb", "tg_function_task_batch", std::to_string(batch), threads, batched, batch);
 

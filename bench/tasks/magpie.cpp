@@ -30,7 +30,7 @@ void one_at_a_time(magpie::scheduler& pool, std::size_t count) {
 // launch_batch launches `count` empty tasks into `handles`, then `wait` waits for them.
 template <class Wait>
 void launch_batch(magpie::scheduler& pool, std::size_t count, std::vector<magpie::task<>>& handles, Wait&& wait) {
-  std::atomic<std::size_t> ran{0};
+  bench::padded_atomic<std::size_t> ran{0};
   for (std::size_t i = 0; i < count; ++i) {
     handles.push_back(pool.launch("empty", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));  // relaxed: read after the wait
   }
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     pool.attach(magpie::named_thread::game);
     std::vector<magpie::task<>> handles(held);  // touched before: the caller's memory, not the tasks'
     double bytes = bench::bytes_per_task(held, [&](auto measure) {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       std::size_t step = 1;
       for (auto& handle : handles) handle = pool.launch("held", [&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after wait_all
       measure();
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, "magpie", "task_latency_p99", "1000", threads, {bench::percentile(latencies, 99)}, 0);
 
     auto batch_spawn = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       magpie::task_event gate("gate", pool);
       for (std::size_t i = 0; i < spawned; ++i) {
         handles.push_back(pool.launch("gated", [&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, gate));  // relaxed: read after wait_all

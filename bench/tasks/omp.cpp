@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, system, "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
 
     auto batched = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       in_region(threads, [&] {
         for (std::size_t i = 0; i < batch; ++i) {
 #pragma omp task shared(ran)
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, system, "task_latency_p99", "1000", threads, {bench::percentile(latencies, 99)}, 0);
 
     auto batch_spawn = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       in_region(threads, [&] {
         int gate = 0;
 #pragma omp task depend(out : gate) shared(gate)

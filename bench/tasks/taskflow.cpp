@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     double bytes = 0;
     on_worker(alone, [&] {
       bytes = bench::bytes_per_task(held, [&](auto measure) {
-        std::atomic<std::size_t> ran{0};
+        bench::padded_atomic<std::size_t> ran{0};
         std::size_t step = 1;
         tf::TaskGroup group = alone.task_group();
         for (std::size_t i = 0; i < held; ++i) group.silent_async([&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after corun
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, "taskflow", "task_empty_one_at_a_time", std::to_string(singles), threads, one_at_a_time, singles);
 
     auto batched = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       on_worker(executor, [&] {
         tf::TaskGroup group = executor.task_group();
         for (std::size_t i = 0; i < batch; ++i) group.silent_async([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after corun and the driver's get()
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     bench::record(chosen, "taskflow", "task_latency_p99", "1000", threads, {bench::percentile(latencies, 99)}, 0);
 
     auto batch_spawn = bench::time_runs(chosen.runs, [&] {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       tf::Taskflow graph;
       tf::Task gate = graph.emplace([] {});
       for (std::size_t i = 0; i < spawned; ++i) {

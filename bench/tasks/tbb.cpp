@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   task_arena alone(1);
   alone.execute([&] {
     double bytes = bench::bytes_per_task(held, [&](auto measure) {
-      std::atomic<std::size_t> ran{0};
+      bench::padded_atomic<std::size_t> ran{0};
       std::size_t step = 1;
       task_group group;
       for (std::size_t i = 0; i < held; ++i) group.run([&ran, step] { ran.fetch_add(step, std::memory_order_relaxed); });  // relaxed: read after wait
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         check(sum == singles * (singles - 1) / 2, "one at a time");
       };
       auto batch_of_empty = [&] {
-        std::atomic<std::size_t> ran{0};
+        bench::padded_atomic<std::size_t> ran{0};
         task_group group;
         for (std::size_t i = 0; i < batch; ++i) group.run([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
         group.wait();
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
       bench::record(chosen, "tbb", "task_latency_p99", "1000", threads, {bench::percentile(latencies, 99)}, 0);
 
       auto batch_spawn = bench::time_runs(chosen.runs, [&] {
-        std::atomic<std::size_t> ran{0};
+        bench::padded_atomic<std::size_t> ran{0};
         flow::graph graph;
         flow::broadcast_node<flow::continue_msg> gate(graph);
         std::vector<std::unique_ptr<flow::continue_node<flow::continue_msg>>> nodes;
