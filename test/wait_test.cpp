@@ -1284,6 +1284,33 @@ TEST_CASE("wait: with no workers, a wait does not run an older task of another t
   }
 }
 
+// A launch site is the body's type, not its code: two lambdas that compile to the same
+// instructions are two sites (their handlers keep distinct addresses however the build
+// merges identical functions). Told apart, the wait for the newer runs it alone; taken for
+// one site, the older would run first and wait for what main triggers after the wait.
+TEST_CASE("wait: with no workers, two launch sites whose bodies compile alike are told apart") {
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    task_event later("triggered by main after its wait", pool);
+    task_event already("triggered at once", pool);
+    already.trigger();
+    bool older_saw = false;
+    bool newer_saw = false;
+    task<> older = pool.launch("older", [&event = later, &saw = older_saw] { saw = event.wait(std::chrono::seconds(5)); });
+    task<> newer = pool.launch("newer", [&event = already, &saw = newer_saw] { saw = event.wait(std::chrono::seconds(5)); });
+    newer.wait();
+    CHECK(newer_saw);
+    CHECK_FALSE(older.is_completed());
+    later.trigger();
+    older.wait();
+    CHECK(older_saw);
+    if (attached) pool.detach();
+  }
+}
+
 // Tasks of other types scattered among the task's own go back at the newest end, unrun, and
 // the run goes on past them, even two in a row; an entry of another type met first stops it.
 TEST_CASE("wait: with no workers, a wait's run in launch order passes over tasks of other types") {
