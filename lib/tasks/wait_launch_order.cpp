@@ -195,22 +195,16 @@ bool waits_in_launch_order(const task_base* task) noexcept {
          deque_owner_view(*found.deque()).oldest_is(static_cast<work_item*>(const_cast<task_base*>(task)));
 }
 
-namespace {
-
-// wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
-// (spilled_in_wait_all) ends when the last of them returns: every entry a held run
-// spills is one of their handles, and by then each is complete (unless a timed one gave
-// up first: what it left then runs in whatever order waits and helpers come to it).
-constinit thread_local unsigned wait_all_depth = 0;
-
-}  // namespace
-
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept {
+  // tasks_tls.wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
+  // (spilled_in_wait_all) ends when the last of them returns: every entry a held run
+  // spills is one of their handles, and by then each is complete (unless a timed one gave
+  // up first: what it left then runs in whatever order waits and helpers come to it).
   struct depth_scope {
-    depth_scope() noexcept { ++wait_all_depth; }
+    depth_scope() noexcept { ++tasks_tls.wait_all_depth; }
     ~depth_scope() {
-      if (--wait_all_depth == 0) spilled_in_wait_all = false;
+      if (--tasks_tls.wait_all_depth == 0) tasks_tls.spilled_in_wait_all = false;
     }
   } in_wait_all;
   std::size_t next = 0;
