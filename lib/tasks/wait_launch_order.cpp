@@ -44,36 +44,36 @@ class launch_site {
 launch_site launch_site_of(const work_item* item) noexcept { return launch_site(item->handler); }
 
 // Launch order without workers. A scheduler with no workers runs nothing until a thread
-// waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from a
-// thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
+// waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from
+// a thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
 // tasks of the awaited task's launch site (launch_site) that lie below it on this thread's
-// deque, oldest first. So a batch launched in a
-// loop and waited for in any order runs in launch order, in the order it lies in memory (a
-// task claimed out of the middle of the deque paid a whole memory latency behind the locked
-// instructions of the wait before). Entries of other launch sites are not run: each goes back at
-// the newest end and waits as before (run_queued_before), and one met first stops the run.
-// A task launched elsewhere in the code, run earlier than its wait asks, may wait for what
-// the waiting thread or a newer task does (an event main triggers later, a pipe to drain,
-// a limiter, a task_group to join), where Unreal would have run it at its launch, before
-// any of that existed; each of these would hang. docs/scheduler.md lists what a wait
-// with no workers still cannot serve.
+// deque, oldest first. So a batch launched in a loop and waited for in any order runs in
+// launch order, in the order it lies in memory (a task claimed out of the middle of the
+// deque paid a whole memory latency behind the locked instructions of the wait before).
+// Entries of other launch sites are not run: each goes back at the newest end and waits as
+// before (run_queued_before), and one met first stops the run. A task launched elsewhere in
+// the code, run earlier than its wait asks, may wait for what the waiting thread or a newer
+// task does (an event main triggers later, a pipe to drain, a limiter, a task_group to
+// join), where Unreal would have run it at its launch, before any of that existed; each of
+// these would hang. docs/scheduler.md lists what a wait with no workers still cannot serve.
 // Beneath a body the rule would be unsound even within a launch site: an entry launched
 // after that body's task may wait for it to complete. wait_all goes further: it takes its
-// own handles oldest first (take_oldest_run), whatever their launch sites, when its range starts at the
-// deque's oldest end (waits_in_launch_order), since it waits for all of them anyway.
+// own handles oldest first (take_oldest_run), whatever their launch sites, when its range
+// starts at the deque's oldest end (waits_in_launch_order), since it waits for all of them
+// anyway.
 
 // run_queued_before runs the tasks of `task`'s launch site that `own`, this thread's deque,
 // held below it when this call began, oldest first, up to `task` if it is among them (then
-// what run_taken_back says of it); nothing when it was not. An entry of another site is taken,
-// then put back at the newest end (the oldest belongs to the thieves), where it runs when
-// waited for or helped; the run goes on past it, unless it was the first entry met (see
-// "Launch order without workers"). A stale entry (is_stale_task: a task already begun, of
-// whatever site) is dropped.
-// One entry per CAS: an entry's launch site can be read only once it is ours (a thief may have
-// taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
-// before them run, from a body that helps (try_run_one, a task_group's join) and from a
-// helping thread that would steal them (either would hang). Held aside as
-// wait_all's runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
+// what run_taken_back says of it); nothing when it was not. An entry of another site is
+// taken, then put back at the newest end (the oldest belongs to the thieves), where it runs
+// when waited for or helped; the run goes on past it, unless it was the first entry met
+// (see "Launch order without workers"). A stale entry (is_stale_task: a task already begun,
+// of whatever site) is dropped.
+// One entry per CAS: an entry's launch site can be read only once it is ours (a thief may
+// have taken and freed it), and entries taken ahead in a batch would be hidden while the
+// bodies before them run, from a body that helps (try_run_one, a task_group's join) and
+// from a helping thread that would steal them (either would hang). Held aside as wait_all's
+// runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
 // has passed. `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, task_deque* own,
