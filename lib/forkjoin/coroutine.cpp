@@ -253,7 +253,7 @@ constexpr unsigned inline_probe_period = 64;
 bool run_awaited_here(task_base* awaited) noexcept {
   // (Its own task, already begun, is left alone by retract: the claim fails.)
   if (awaited->kind() != task_kind::queued) return false;
-  if (innermost_running != nullptr && innermost_running->depth >= max_inline_await_depth) {
+  if (tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= max_inline_await_depth) {
     forkjoin_tls.past_inline_bound = true;
     return false;
   }

@@ -1,5 +1,5 @@
-// Private to lib/: the scheduler's state, shared by scheduler.cpp (workers, standby,
-// shutdown) and named_thread.cpp (named-thread queues).
+// Private to lib/: the scheduler's state, shared by scheduler.cpp (workers, standby),
+// scheduler_shutdown.cpp (shutdown) and named_thread.cpp (named-thread queues).
 #pragma once
 
 #include <magpie/detail/deque.h>

@@ -5,8 +5,6 @@
 
 namespace magpie::detail {
 
-constinit thread_local bool spilled_in_wait_all = false;
-
 held_run::held_run(work_item* const* items, std::size_t count, work_stealing_deque<work_item*>* deque,
                    scheduler::impl* owner) noexcept
     : items_(items), count_(count), deque_(deque), outer_low_water_(deque->low_water()), owner_(owner),
@@ -51,7 +49,7 @@ void spill_held_runs_slowly() noexcept {
     for (std::size_t i = run->count_; i-- > run->next_;) run->deque_->push(run->items_[i]);
     for (std::size_t i = pushed_since.size(); i-- > 0;) run->deque_->push(pushed_since[i]);
     run->count_ = run->next_;
-    spilled_in_wait_all = true;
+    tasks_tls.spilled_in_wait_all = true;
     run->owner_->wake_for(priority::normal);
   }
 }

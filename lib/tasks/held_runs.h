@@ -16,7 +16,8 @@
 // push there (so the end alone can lie above that push). The entries put back may still
 // lie above entries newer than the run, where it was taken from the oldest end: until this
 // thread's last wait_all in progress returns, its waits run only their own tasks
-// (spilled_in_wait_all).
+// (tasks_tls.spilled_in_wait_all). Every entry a held run spills is one of their handles,
+// so by then each is complete.
 //
 //   held_run held(items, count, deque, owner);
 //   for (std::size_t i; held.next(i);) run(items[i]);   // stops early once spilled
@@ -58,12 +59,6 @@ class held_run {
   scheduler::impl* owner_;
   held_run* outer_;
 };
-
-// spilled_in_wait_all says that a run was spilled during this thread's wait_alls in
-// progress: until the last of them returns, its waits run only their own tasks (not in
-// launch order: lib/tasks/wait_launch_order.cpp). Every entry a held run spills is one of their handles,
-// so by then each is complete.
-extern constinit thread_local bool spilled_in_wait_all;
 
 void spill_held_runs_slowly() noexcept;
 

@@ -74,7 +74,7 @@ bool pipe::wait_until(const std::chrono::steady_clock::time_point* deadline) noe
       }
       if (scheduler::impl* pool = pin.get(); pool != nullptr && pool->workers.empty()) {
         // Nobody else runs the tasks. Not from inside a body: see detail::help (task_wait.cpp).
-        if (detail::innermost_running == nullptr && pool->facade.try_run_one()) {
+        if (detail::tasks_tls.innermost_running == nullptr && pool->facade.try_run_one()) {
           nap.helped();
           watch.progressed();
           continue;

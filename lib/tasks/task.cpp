@@ -157,13 +157,12 @@ bool run_queued(work_item* item, work_action action) noexcept {
 
 // --- running -----------------------------------------------------------------------------
 
-constinit thread_local running_frame* innermost_running = nullptr;
-
 void run_body(task_base* task, begin_outcome began) noexcept {
   if (holds_prerequisites(began) && prerequisite_groups(task) != nullptr) drop_prerequisite_references(task);
   thread_context& context = this_thread_context();
-  running_frame mine{task, innermost_running, innermost_running != nullptr ? innermost_running->depth + 1 : 1};
-  innermost_running = &mine;
+  running_frame* outer = tasks_tls.innermost_running;
+  running_frame mine{task, outer, outer != nullptr ? outer->depth + 1 : 1};
+  tasks_tls.innermost_running = &mine;
   tracing::trace_point(tracing::task, event_kind::task_started, task, task->name);
   scheduler::impl* owner = owner_of(task);
   if (context.owner == owner) {
@@ -183,7 +182,7 @@ void run_body(task_base* task, begin_outcome began) noexcept {
   if (tracing::on(tracing::task)) [[unlikely]] {
     tracing::record(event_kind::task_finished, task, nullptr, 0, task->has_flag(has_exception) ? 1 : 0);
   }
-  innermost_running = mine.outer;
+  tasks_tls.innermost_running = mine.outer;
 }
 
 part_outcome end_body(task_base* task) noexcept {
@@ -212,14 +211,14 @@ part_outcome end_part_of(task_base* task) noexcept {
 }
 
 bool is_running_here(const task_base* task) noexcept {
-  for (const running_frame* each = innermost_running; each != nullptr; each = each->outer) {
+  for (const running_frame* each = tasks_tls.innermost_running; each != nullptr; each = each->outer) {
     if (each->task == task) return true;
   }
   return false;
 }
 
 task_base* running_task_awaited_by(const task_base* task) noexcept {
-  for (const running_frame* each = innermost_running; each != nullptr; each = each->outer) {
+  for (const running_frame* each = tasks_tls.innermost_running; each != nullptr; each = each->outer) {
     if (depends_on(task, each->task)) return each->task;
   }
   return nullptr;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../scheduler/scheduler_impl.h"
+#include "thread_state.h"
 
 #include <magpie/detail/task_base.h>
 #include <magpie/detail/trace_points.h>
@@ -240,19 +241,19 @@ bool is_running_here(const task_base* task) noexcept;
 // The walk is bounded; past the bound it answers false.
 bool depends_on(const task_base* later, const task_base* earlier) noexcept;
 
-// running_frame is one task body running on this thread; innermost_running the newest,
-// nullptr on a thread running no task (constant-initialised: one thread-pointer load).
+// running_frame is one task body running on this thread; tasks_tls.innermost_running the
+// newest, nullptr on a thread running no task (constant-initialised: one thread-pointer load).
 struct running_frame {
   task_base* task;
   running_frame* outer;
   unsigned depth;  // how many bodies run on this thread's stack, this one included
 };
-extern constinit thread_local running_frame* innermost_running;
 
 // current_task_inline is current_task expanded (as the *_inline functions above): the task
 // this thread runs innermost, or nullptr.
 inline task_base* current_task_inline() noexcept {
-  return innermost_running != nullptr ? innermost_running->task : nullptr;
+  const running_frame* innermost = tasks_tls.innermost_running;
+  return innermost != nullptr ? innermost->task : nullptr;
 }
 
 // running_task_awaited_by is the task this thread is running (innermost first) that

@@ -29,7 +29,7 @@ constexpr int spin_checks = 64;
 bool last_thread_standing(scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
   if (context.self == nullptr || context.owner != owner) return false;
-  if (innermost_running != nullptr && innermost_running->depth >= 2 * max_running_depth) return false;
+  if (tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= 2 * max_running_depth) return false;
   return owner->would_stall(*context.self);
 }
 
@@ -60,7 +60,7 @@ enum class waiter_role : std::uint8_t { pool_worker, named_thread, outside };
 // sent back to this thread). Each such item runs above the waiting body, so this stops at
 // max_running_depth bodies on the stack; past that the wait blocks.
 bool may_reenter_own_queue() noexcept {
-  return innermost_running == nullptr || innermost_running->depth < max_running_depth;
+  return tasks_tls.innermost_running == nullptr || tasks_tls.innermost_running->depth < max_running_depth;
 }
 
 // run_own_item runs one item of named thread `index`'s queues or deque, in the order
@@ -143,7 +143,7 @@ class waiter_policy {
  private:
   // is_workerless: the workerless policy applies, from a thread running no task body.
   static bool is_workerless(const scheduler::impl* owner) noexcept {
-    return owner->workers.empty() && innermost_running == nullptr;
+    return owner->workers.empty() && tasks_tls.innermost_running == nullptr;
   }
   std::uint32_t named_index() const noexcept { return static_cast<std::uint32_t>(context_.named); }
 

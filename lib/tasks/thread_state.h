@@ -9,19 +9,18 @@
 // by a separate guard (task.cpp, spill_guard), which then sets spill_guard_gone, and a
 // spill after that allocates again and frees its storage as soon as it is empty.
 //
-// Outside it: the innermost running frame (task_internal.h, innermost_running) and the
-// wait_all spill marker (held_runs.h, spilled_in_wait_all), which the wait code reads by
-// those names; the wait_all depth and retraction's stale-entry tracking, private to the
-// waits (wait_launch_order.cpp, wait_retraction.cpp); and the current cancellation token,
-// which inline code in the public headers reads on every cancellable body (cancellation.h).
+// Outside it: the current cancellation token, which inline code in the public headers
+// reads on every cancellable body (cancellation.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace magpie::detail {
 
-class held_run;  // held_runs.h
+class held_run;        // held_runs.h
+struct running_frame;  // task_internal.h
 
 // completion_spill_stack holds the completions the ready loops on this thread could not
 // keep inline (task.cpp, ready_loop): it grows for a wide fan-out of completions at once,
@@ -39,6 +38,14 @@ struct completion_spill_stack {
   void grow() noexcept;  // task.cpp
 };
 
+// stale_entry_estimate counts the queue entries this thread may have left stale in its own
+// deque and not trimmed yet, and the trims in a row that found none (wait_retraction.cpp,
+// "Stale entries"): an estimate that only says whether to look.
+struct stale_entry_estimate {
+  std::size_t left = 0;
+  unsigned misses = 0;
+};
+
 // tasks_thread_state is the tasks layer's per-thread data. Every field is read and written
 // by its own thread only.
 struct tasks_thread_state {
@@ -46,11 +53,25 @@ struct tasks_thread_state {
   // constructor and destructor, read before this thread helps or blocks.
   held_run* innermost_held_run = nullptr;
 
+  // The task body this thread runs innermost, or nullptr (task_internal.h, running_frame):
+  // pushed and popped by run_body, read by every wait and by current_task.
+  running_frame* innermost_running = nullptr;
+
+  // Whether a held run was spilled during this thread's wait_alls in progress (held_runs.h),
+  // and how many of them are in progress: the marker lasts until the last one returns.
+  bool spilled_in_wait_all = false;
+  unsigned wait_all_depth = 0;
+
+  // Retraction's estimate of the stale entries this thread left in its deque.
+  stale_entry_estimate stale_entries;
+
   // The ready loops' spill stack (task.cpp), and whether its guard has freed it at thread
   // exit (from then on a spill frees the storage when the stack empties).
   completion_spill_stack spilled_completions;
   bool spill_guard_gone = false;
 };
+
+static_assert(std::is_trivially_destructible_v<tasks_thread_state>, "read after this thread's destructors ran");
 
 // tasks_tls is the calling thread's tasks_thread_state.
 extern constinit thread_local tasks_thread_state tasks_tls;

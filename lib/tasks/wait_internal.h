@@ -32,7 +32,7 @@ using task_deque = work_stealing_deque<work_item*>;
 // too_deep_to_run_here: a pool thread (of any scheduler) already runs max_running_depth
 // bodies on its stack.
 inline bool too_deep_to_run_here() noexcept {
-  return innermost_running != nullptr && innermost_running->depth >= max_running_depth &&
+  return tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= max_running_depth &&
          this_thread_context().pool_thread;
 }
 
@@ -114,7 +114,7 @@ void drop_stale(work_item* item) noexcept;
 // it was queued from inside it.)
 inline bool at_top_level() noexcept {
   const thread_context& context = this_thread_context();
-  return innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
+  return tasks_tls.innermost_running == nullptr && context.running == 0 && context.helping == 0 && context.holding == 0;
 }
 
 // in_launch_order_here: a wait on `owner`'s task from this thread runs its queue in launch
@@ -125,7 +125,7 @@ inline bool at_top_level() noexcept {
 inline bool in_launch_order_here(const scheduler::impl* owner) noexcept {
   const thread_context& context = this_thread_context();
   bool no_workers = context.owner == owner ? context.self == nullptr && !context.wakes_workers : owner->workers.empty();
-  return no_workers && at_top_level() && !spilled_in_wait_all;
+  return no_workers && at_top_level() && !tasks_tls.spilled_in_wait_all;
 }
 
 // run_in_launch_order is a wait's step in launch order for `task`, whose scheduler has no

@@ -12,51 +12,82 @@ namespace {
 
 constexpr std::size_t run_limit = 64;
 
-// Launch order without workers. A scheduler with no workers runs nothing until a thread
-// waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from a
-// thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
-// tasks of the awaited task's type (launched from the same place: each task type has its own
-// handler) that lie below it on this thread's deque, oldest first. So a batch launched in a
-// loop and waited for in any order runs in launch order, in the order it lies in memory (a
-// task claimed out of the middle of the deque paid a whole memory latency behind the locked
-// instructions of the wait before). Entries of other types are not run: each goes back at
-// the newest end and waits as before (run_queued_before), and one met first stops the run.
-// A task launched elsewhere in the code, run earlier than its wait asks, may wait for what
-// the waiting thread or a newer task does (an event main triggers later, a pipe to drain,
-// a limiter, a task_group to join), where Unreal would have run it at its launch, before
-// any of that existed; each of these would hang. docs/scheduler.md lists what a wait
-// with no workers still cannot serve.
-// Beneath a body the rule would be unsound even within a type: an entry launched after that
-// body's task may wait for it to complete. wait_all goes further: it takes its own handles
-// oldest first (take_oldest_run), whatever their types, when its range starts at the
-// deque's oldest end (waits_in_launch_order), since it waits for all of them anyway.
+// launch_site identifies where in the code a task was launched from, as far as the
+// launch-order rule tells launches apart: by the C++ type of the task's body (each lambda
+// expression is a type of its own, so a loop launching one lambda is one launch site; all
+// plain function pointers share one, as do all std::functions). Any other queue entry
+// (a task_group child, a coroutine's fork) has a site of its own kind, never a task's. It
+// is read off an entry only through launch_site_of, and only once the entry is this
+// thread's.
+//
+// Its value is the entry's handler, a per-body-type constant: task_impl<Body, R>::handle
+// is one function per instantiation, and distinct functions have distinct addresses, so
+// two launch sites never compare equal. It is not a narrowed id that could collide: a
+// collision would run another site's task early, which may wait for what the waiting
+// thread does next and hang. (Compilers that merge identical functions keep the addresses
+// of address-taken ones apart; a link with identical-code folding of address-taken
+// functions, as --icf=all or /OPT:ICF, would not, and is not supported.) It costs the task
+// no field: the handler is there anyway.
+class launch_site {
+ public:
+  friend bool operator==(launch_site, launch_site) noexcept = default;
 
-// run_queued_before runs the tasks of `task`'s type that `own`, this thread's deque, held
-// below it when this call began, oldest first, up to `task` if it is among them (then what
-// run_taken_back says of it); nothing when it was not. An entry of another type is taken,
-// then put back at the newest end (the oldest belongs to the thieves), where it runs when
-// waited for or helped; the run goes on past it, unless it was the first entry met (see
-// "Launch order without workers"). A stale entry (is_stale_task: a task already begun, of
-// whatever type) is dropped.
-// One entry per CAS: an entry's type can be read only once it is ours (a thief may have
-// taken and freed it), and entries taken ahead in a batch would be hidden while the bodies
-// before them run, from a body that helps (try_run_one, a task_group's join) and from a
-// helping thread that would steal them (either would hang). Held aside as
-// wait_all's runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
+ private:
+  friend launch_site launch_site_of(const work_item* item) noexcept;
+  explicit launch_site(work_item::handler_fn handler) noexcept : handler_(handler) {}
+
+  work_item::handler_fn handler_;
+};
+
+// launch_site_of is the launch site of `item`, a queue entry this thread has taken (or
+// a task this thread holds a reference to).
+launch_site launch_site_of(const work_item* item) noexcept { return launch_site(item->handler); }
+
+// Launch order without workers. A scheduler with no workers runs nothing until a thread
+// waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from
+// a thread with nothing of magpie's beneath it on its stack (at_top_level) first runs the
+// tasks of the awaited task's launch site (launch_site) that lie below it on this thread's
+// deque, oldest first. So a batch launched in a loop and waited for in any order runs in
+// launch order, in the order it lies in memory (a task claimed out of the middle of the
+// deque paid a whole memory latency behind the locked instructions of the wait before).
+// Entries of other launch sites are not run: each goes back at the newest end and waits as
+// before (run_queued_before), and one met first stops the run. A task launched elsewhere in
+// the code, run earlier than its wait asks, may wait for what the waiting thread or a newer
+// task does (an event main triggers later, a pipe to drain, a limiter, a task_group to
+// join), where Unreal would have run it at its launch, before any of that existed; each of
+// these would hang. docs/scheduler.md lists what a wait with no workers still cannot serve.
+// Beneath a body the rule would be unsound even within a launch site: an entry launched
+// after that body's task may wait for it to complete. wait_all goes further: it takes its
+// own handles oldest first (take_oldest_run), whatever their launch sites, when its range
+// starts at the deque's oldest end (waits_in_launch_order), since it waits for all of them
+// anyway.
+
+// run_queued_before runs the tasks of `task`'s launch site that `own`, this thread's deque,
+// held below it when this call began, oldest first, up to `task` if it is among them (then
+// what run_taken_back says of it); nothing when it was not. An entry of another site is
+// taken, then put back at the newest end (the oldest belongs to the thieves), where it runs
+// when waited for or helped; the run goes on past it, unless it was the first entry met
+// (see "Launch order without workers"). A stale entry (is_stale_task: a task already begun,
+// of whatever site) is dropped.
+// One entry per CAS: an entry's launch site can be read only once it is ours (a thief may
+// have taken and freed it), and entries taken ahead in a batch would be hidden while the
+// bodies before them run, from a body that helps (try_run_one, a task_group's join) and
+// from a helping thread that would steal them (either would hang). Held aside as wait_all's
+// runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
 // has passed. `ran_any` says whether it ran anything.
 std::optional<bool> run_queued_before(task_base* task, task_deque* own,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
-  const work_item::handler_fn tasks_handler = task->handler;
+  const launch_site site = launch_site_of(task);
   using take = task_deque::oldest_take;
   auto one = [](std::int64_t, work_item*) { return take::take_and_stop; };
   for (;;) {
     if (ran_any && deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
     work_item* item = nullptr;
     if (own->take_oldest(&item, 1, end, one) == 0) return std::nullopt;
-    if (item != task && item->handler != tasks_handler) {
+    if (item != task && launch_site_of(item) != site) {
       if (is_stale_task(item)) {  // a task claimed past its entry: dropped, not passed over
         drop_stale(item);
         continue;
@@ -164,22 +195,16 @@ bool waits_in_launch_order(const task_base* task) noexcept {
          deque_owner_view(*found.deque()).oldest_is(static_cast<work_item*>(const_cast<task_base*>(task)));
 }
 
-namespace {
-
-// wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
-// (spilled_in_wait_all) ends when the last of them returns: every entry a held run
-// spills is one of their handles, and by then each is complete (unless a timed one gave
-// up first: what it left then runs in whatever order waits and helpers come to it).
-constinit thread_local unsigned wait_all_depth = 0;
-
-}  // namespace
-
 bool wait_all(task_base* const* const* handles, std::size_t count,
               const std::chrono::steady_clock::time_point* deadline) noexcept {
+  // tasks_tls.wait_all_depth counts this thread's wait_alls in progress. A spill's aftermath
+  // (spilled_in_wait_all) ends when the last of them returns: every entry a held run
+  // spills is one of their handles, and by then each is complete (unless a timed one gave
+  // up first: what it left then runs in whatever order waits and helpers come to it).
   struct depth_scope {
-    depth_scope() noexcept { ++wait_all_depth; }
+    depth_scope() noexcept { ++tasks_tls.wait_all_depth; }
     ~depth_scope() {
-      if (--wait_all_depth == 0) spilled_in_wait_all = false;
+      if (--tasks_tls.wait_all_depth == 0) tasks_tls.spilled_in_wait_all = false;
     }
   } in_wait_all;
   std::size_t next = 0;

@@ -38,18 +38,13 @@ struct alignas(cache_line) padded_event_count {
 // whether it is a task (work_item::is_task), and a task entry whose task has begun is
 // stale whoever began it.
 //
-// stale_estimate counts the entries this thread may have left stale and not trimmed yet:
-// an estimate (a worker may drop some, and a claimed task may have been queued elsewhere,
-// by another thread); it only says whether to look. A look that finds nothing costs a pop
+// tasks_tls.stale_entries counts the entries this thread may have left stale and not
+// trimmed yet: an estimate (a worker may drop some, and a claimed task may have been queued
+// elsewhere, by another thread); it only says whether to look. A look that finds nothing costs a pop
 // and a push, so after max_stale_misses such looks in a row the estimate is dropped:
 // claims of other threads' tasks must not tax every later take-back. (Forgetting loses no
 // entry for good: the next look, after the next claim, drops every stale entry on top,
 // however many.)
-struct stale_estimate {
-  std::size_t left = 0;
-  unsigned misses = 0;
-};
-constinit thread_local stale_estimate stale;
 constexpr unsigned max_stale_misses = 16;
 
 }  // namespace
@@ -61,7 +56,7 @@ bool is_stale_task(work_item* item) noexcept {
 // drop_stale drops a stale entry this thread has taken off its deque: the queue's
 // reference goes, as run_queued would let it go for a task already begun.
 void drop_stale(work_item* item) noexcept {
-  if (stale.left != 0) --stale.left;
+  if (tasks_tls.stale_entries.left != 0) --tasks_tls.stale_entries.left;
   drop_reference(static_cast<task_base*>(item));
 }
 
@@ -80,9 +75,9 @@ void trim_stale(task_deque* own, scheduler::impl* owner) noexcept {
   // wake-up its launch gave, or a ready task can sit beside parked workers.
   if (pushed_back) owner->wake_for(priority::normal);
   if (dropped) {
-    stale.misses = 0;
-  } else if (++stale.misses == max_stale_misses) {
-    stale = stale_estimate{};
+    tasks_tls.stale_entries.misses = 0;
+  } else if (++tasks_tls.stale_entries.misses == max_stale_misses) {
+    tasks_tls.stale_entries = stale_entry_estimate{};
   }
 }
 
@@ -90,7 +85,7 @@ void trim_stale(task_deque* own, scheduler::impl* owner) noexcept {
 // named thread) past its queue entry, which may be in its own deque.
 void left_stale() noexcept {
   if (this_thread_context().self != nullptr) return;  // a worker pops its own deque (a standby has none)
-  ++stale.left;
+  ++tasks_tls.stale_entries.left;
 }
 
 // retract_nested retracts the nested tasks of a task whose body has returned: it ran here
@@ -235,7 +230,7 @@ namespace {
 bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* through, bool finish_open,
                              task_deque* own, scheduler::impl* owner) noexcept {
   bool done = run_taken_back_here(task, depth, through, finish_open);
-  if (stale.left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
+  if (tasks_tls.stale_entries.left != 0 && this_thread_context().self == nullptr) trim_stale(own, owner);
   return done;
 }
 
@@ -333,7 +328,7 @@ bool try_retract_and_execute(task_base* task, task_base* const* through) noexcep
 bool wait(task_base* task, const std::chrono::steady_clock::time_point* deadline,
           task_base* const* through) noexcept {
   if (task->is_completed()) return true;
-  if (task_base* running = innermost_running != nullptr ? running_task_awaited_by(task) : nullptr) {
+  if (task_base* running = tasks_tls.innermost_running != nullptr ? running_task_awaited_by(task) : nullptr) {
     report_waiting_inside(task, running);
     return false;
   }
