@@ -102,9 +102,9 @@ struct then_step {
 
 // next_step is the body of a next task: the callable, and the state it continues, borrowed.
 // A next task is an inline task whose one prerequisite is `prior`, so its body runs only
-// during the last unlock of its launch lock's stand-in, by whoever completes `prior` or by
-// the launcher that finds it complete; both hold `prior` meanwhile (detail/task_base.h,
-// "Who frees a task"). So the body reads the result in place, with no handle of its own.
+// when that one lock goes: in the completion of `prior`, or in the launch if it finds
+// `prior` complete. The completer, or the launcher's handle, holds `prior` meanwhile
+// (detail/task_base.h, "Who frees a task"): the body reads the result in place.
 template <class R, class F>
 struct next_step {
   detail::task_base* prior;
