@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace magpie;
@@ -299,6 +300,71 @@ TEST_CASE("async: a continuation whose scheduler is gone before the value is set
   }
 }
 
+TEST_CASE("async: next on a future whose scheduler was destroyed reads the value it left, or passes task_never_ran down") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    future<std::string> finished;
+    promise<int> release;
+    future<int> gate = release.get_future();
+    future<int> stranded;
+    {
+      scheduler pool(test::options_with(workers));
+      finished = inside(pool, [] {
+        return async(async_execution::task_graph, [] { return std::string(64, 'x'); });
+      });
+      finished.wait();
+      // Behind a value that comes only after the pool is gone: its task never runs.
+      stranded = inside(pool, [&gate] { return std::move(gate).next([](int value) { return value; }); });
+    }
+    release.set_value(5);
+    // The continuations belong to the scheduler of this thread, which is alive.
+    future<std::size_t> length = std::move(finished).next([](std::string text) { return text.size(); });
+    CHECK(length.is_ready());
+    CHECK(length.get() == 64);
+    bool ran = false;
+    future<int> after = std::move(stranded).next([&ran](int value) {
+      ran = true;
+      return value;
+    });
+    CHECK_THROWS_AS(after.get(), task_never_ran);
+    CHECK_FALSE(ran);
+    REQUIRE(recorder.count() == 1);
+    CHECK(recorder.reports()[0].kind == diagnostic_kind::never_ran);
+  }
+}
+
+TEST_CASE("async: next behind a canceled or failed task skips the callable and passes the exception down") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    diagnostic_recorder recorder;
+    scheduler pool(test::options_with(workers));
+    cancellation_token token;
+    token.cancel();
+    bool canceled_ran = false;
+    bool failed_ran = false;
+    auto [canceled, failed] = inside(pool, [&] {
+      future<int> skipped(launch("skipped", [] { return 1; }, token));
+      future<int> threw(launch("threw", []() -> int { throw std::runtime_error("upstream"); }));
+      return std::pair(std::move(skipped).next([&canceled_ran](int value) {
+                         canceled_ran = true;
+                         return value;
+                       }),
+                       std::move(threw).next([&failed_ran](int value) {
+                         failed_ran = true;
+                         return std::to_string(value);
+                       }));
+    });
+    CHECK_THROWS_AS(canceled.get(), task_canceled);
+    CHECK_THROWS_WITH_AS(failed.get(), "upstream", std::runtime_error);
+    CHECK_FALSE(canceled_ran);
+    CHECK_FALSE(failed_ran);
+    CHECK(recorder.count() == 0);  // each exception was asked for, through the last future
+  }
+}
+
 TEST_CASE("async: exceptions are kept: get rethrows, next passes them down, then sees them, unasked is reported") {
   no_leaks leaks;
   diagnostic_recorder recorder;
@@ -506,6 +572,45 @@ TEST_CASE("async stress: continuations attached while another thread sets the va
     setter.join();
     for (std::size_t i = 0; i < results.size(); ++i) CHECK(results[i].get() == 3 * static_cast<int>(i));
     CHECK(runs.load() == count);
+  }
+}
+
+TEST_CASE("async stress: next on tasks completing on workers meanwhile, and waits that run them first, read each value once" *
+          doctest::test_suite("stress")) {
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : test::wide_worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      constexpr int count = 2000;
+      std::atomic<int> runs{0};
+      std::vector<future<std::string>> results;
+      results.reserve(count);
+      for (int i = 0; i < count; ++i) {
+        // The value's task may complete on a worker before, during or after the next call.
+        future<std::string> value = async(async_execution::task_graph, [i] { return std::string(40, 'a') + std::to_string(i); });
+        future<std::string> continued = std::move(value).next([&runs](std::string text) {
+          runs.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after every wait
+          return text + "!";
+        });
+        if (i % 3 == 0) {
+          // A wait now takes the value's task back (its prerequisite) and runs it here,
+          // dropping the continuation's hold on it before the continuation runs.
+          CHECK(continued.get() == std::string(40, 'a') + std::to_string(i) + "!");
+        }
+        results.push_back(std::move(continued));
+      }
+      for (int i = 0; i < count; ++i) CHECK(results[static_cast<std::size_t>(i)].get() == std::string(40, 'a') + std::to_string(i) + "!");
+      CHECK(runs.load() == count);
+      // Chains built while their heads complete on the workers.
+      for (int i = 0; i < 200; ++i) {
+        future<long> chain = async(async_execution::task_graph, [i] { return static_cast<long>(i); });
+        for (int link = 0; link < 50; ++link) chain = std::move(chain).next([](long value) { return value + 1; });
+        CHECK(chain.get() == i + 50);
+      }
+      pool.detach();
+    }
   }
 }
 

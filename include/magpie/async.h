@@ -91,33 +91,57 @@ bool wait_within(const task<R>& state, span_ns timeout) noexcept {
   return state.wait(timeout);
 }
 
-// continuation is the body of a then/next task: the state it continues (kept by handle,
-// since prerequisite edges go before a body runs) and the callable. `prior` doubles as the
-// launch's prerequisite: launch reads its prerequisites before it moves the body in.
-template <class R, class F, bool passes_value>
-struct continuation {
+// then_step is the body of a then task: the state it continues, by handle (the callable
+// receives it as a future), and the callable.
+template <class R, class F>
+struct then_step {
   task<R> prior;
   F function;
 
+  auto operator()() { return function(future<R>(std::move(prior))); }
+};
+
+// next_step is the body of a next task: the callable, and the state it continues, borrowed.
+// A next task is an inline task whose one prerequisite is `prior`, so its body runs only
+// when that one lock goes: in the completion of `prior`, or in the launch if it finds
+// `prior` complete. The completer, or the launcher's handle, holds `prior` meanwhile
+// (detail/task_base.h, "Who frees a task"): the body reads the result in place.
+template <class R, class F>
+struct next_step {
+  detail::task_base* prior;
+  F function;
+
   auto operator()() {
-    if constexpr (!passes_value) {
-      return function(future<R>(std::move(prior)));
-    } else if constexpr (std::is_void_v<R>) {
-      prior.get_result();  // rethrows what went wrong upstream
+    detail::rethrow_if_failed(prior);  // what went wrong upstream skips `function`
+    if constexpr (std::is_void_v<R>) {
       return function();
     } else {
-      return function(std::move(prior.get_result()));
+      return function(std::move(static_cast<detail::task_with_result<R>*>(prior)->result()));
     }
   }
 };
 
+// step_of is the body type of a then (passes_value false) or next continuation.
 template <class R, class F, bool passes_value>
-future<std::invoke_result_t<continuation<R, std::decay_t<F>, passes_value>&>> chain(task<R> prior, F&& function) {
-  using body = continuation<R, std::decay_t<F>, passes_value>;
+using step_of = std::conditional_t<passes_value, next_step<R, F>, then_step<R, F>>;
+
+// chain launches the continuation of `prior` (valid) as an inline task behind it.
+template <class R, class F, bool passes_value>
+future<std::invoke_result_t<step_of<R, std::decay_t<F>, passes_value>&>> chain(task<R> prior, F&& function) {
+  using body = step_of<R, std::decay_t<F>, passes_value>;
   using out = std::invoke_result_t<body&>;
-  body made{std::move(prior), std::forward<F>(function)};
-  const task<R>& before = made.prior;
-  return future<out>(magpie::launch("future continuation", std::move(made), before, run_inline));
+  if constexpr (passes_value) {
+    // `prior`, the handle, goes at the return: the launch's edge holds the task until the
+    // continuation starts, and the continuation's body borrows it. With no handle left, its
+    // completion closes its subsequent list without a locked exchange.
+    return future<out>(magpie::launch("future continuation",
+                                      body{detail::task_access::base(prior), std::forward<F>(function)}, prior,
+                                      run_inline));
+  } else {
+    body made{std::move(prior), std::forward<F>(function)};
+    const task<R>& before = made.prior;  // read by launch before it moves the body in
+    return future<out>(magpie::launch("future continuation", std::move(made), before, run_inline));
+  }
 }
 
 }  // namespace async_internal

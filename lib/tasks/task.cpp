@@ -111,6 +111,19 @@ void never_ran(task_base* task, begin_outcome began) noexcept {
   }
 }
 
+// run_inline runs an inline task whose execution this thread won, and queues its
+// completion on `loop` (not a loop of its own: a chain of inline tasks, or of orphans, must
+// not recurse).
+void run_inline(ready_loop& loop, task_base* task, begin_outcome claim) noexcept {
+  if (scheduler_slot::is_retired(task->owner_index)) {
+    report_orphan(task);
+    if (give_up_on(task, claim) == part_outcome::finished) loop.completed(task, false);
+    return;
+  }
+  run_body(task, claim);
+  if (end_body(task) == part_outcome::finished) loop.completed(task, false);
+}
+
 }  // namespace
 
 // run_queued: every task type's handler sends the scheduler's actions here.
@@ -274,15 +287,7 @@ void ready_loop::ready(task_base* task) noexcept {
       return;
     case task_kind::inline_run: {
       const begin_outcome claim = task->state.try_begin();
-      if (!began(claim)) return;
-      if (scheduler_slot::is_retired(task->owner_index)) {
-        // Completed on this loop, not one of its own: a chain of orphans must not recurse.
-        report_orphan(task);
-        if (give_up_on(task, claim) == part_outcome::finished) completed(task, false);
-        return;
-      }
-      run_body(task, claim);
-      if (end_body(task) == part_outcome::finished) completed(task, false);
+      if (began(claim)) run_inline(*this, task, claim);
       return;
     }
     case task_kind::queued:
@@ -421,42 +426,54 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
     in_order = newest_first;
     newest_first = next;
   }
+  // remove_lock removes the lock a prerequisite's (or the pipe's) edge stood for, and acts
+  // on what is left.
+  auto remove_lock = [this](task_base* subsequent) {
+    // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task with
+    // several prerequisites are not its last.
+    if (next_slot_ != nullptr && next_slot_->task == nullptr && subsequent->state.looks_like_last_lock() &&
+        began_as_last_unlock(subsequent)) {
+      return;
+    }
+    // Nothing here holds a reference to the subsequent: once the lock goes, another thread
+    // may remove the last one, run it and free it. So whether it is piped is read first,
+    // while the lock still keeps it (a piped task left with only its pipe's lock cannot run:
+    // that lock is this thread's to remove, in join_pipe).
+    bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
+    const unlock_outcome left = subsequent->state.remove_locks();
+    if (left == unlock_outcome::ready) {
+      ready(subsequent);
+    } else if (left == unlock_outcome::one_lock_left && piped) {
+      join_pipe(subsequent);
+    }
+  };
   while (in_order != nullptr) {
     // Read everything first: once unlocked, the subsequent may run and free the edge.
     task_edge* next = subsequent_list<task_edge>::next_of(in_order);
     task_base* subsequent = in_order->subsequent;
-    switch (in_order->kind) {
-      case edge_kind::prerequisite:
-      case edge_kind::pipe:
-        // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task
-        // with several prerequisites are not its last.
-        if (next_slot_ == nullptr || next_slot_->task != nullptr || !subsequent->state.looks_like_last_lock() ||
-            !began_as_last_unlock(subsequent)) {
-          // Nothing here holds a reference to the subsequent: once the lock goes, another
-          // thread may remove the last one, run it and free it. So whether it is piped is
-          // read first, while the lock still keeps it (a piped task left with only its pipe's
-          // lock cannot run: that lock is this thread's to remove, in join_pipe).
-          bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
-          const unlock_outcome left = subsequent->state.remove_locks();
-          if (left == unlock_outcome::ready) {
-            ready(subsequent);
-          } else if (left == unlock_outcome::one_lock_left && piped) {
-            join_pipe(subsequent);
-          }
-        }
-        break;
-      case edge_kind::nested:
-        hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
-        if (end_part_of(subsequent) == part_outcome::finished) {
-          completed(subsequent, true);  // the edge's reference goes after its completion
-        } else {
-          drop_reference_inline(subsequent);
-        }
-        break;
-      case edge_kind::any:
-        if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.remove_locks());
+    const edge_kind kind = in_order->kind;
+    if (kind == edge_kind::prerequisite || kind == edge_kind::pipe) {
+      remove_lock(subsequent);
+    } else if (kind == edge_kind::inline_prerequisite) {
+      // The last lock of an inline task: it begins in the CAS that removes the lock (one
+      // read-modify-write where remove_locks and try_begin take two) and runs here.
+      begin_outcome claim = begin_outcome::refused;
+      if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
+      if (began(claim)) {
+        run_inline(*this, subsequent, claim);
+      } else {
+        remove_lock(subsequent);  // other locks remain (or the word moved meanwhile)
+      }
+    } else if (kind == edge_kind::nested) {
+      hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
+      if (end_part_of(subsequent) == part_outcome::finished) {
+        completed(subsequent, true);  // the edge's reference goes after its completion
+      } else {
         drop_reference_inline(subsequent);
-        break;
+      }
+    } else {  // any
+      if (!subsequent->set_flag(triggered)) lock_released(subsequent, subsequent->state.remove_locks());
+      drop_reference_inline(subsequent);
     }
     in_order = next;
   }

@@ -73,10 +73,12 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
     group->next = task->extras->prerequisites;
     task->extras->prerequisites = group;
   }
+  const edge_kind kind = task->kind() == task_kind::inline_run ? edge_kind::inline_prerequisite : edge_kind::prerequisite;
   std::uint32_t already_complete = 0;
   for (std::size_t i = 0; i < count; ++i) {
     task_edge* edge = new (group->edges() + i) task_edge();
     edge->subsequent = task;
+    edge->kind = kind;
     task_base* prerequisite = prerequisites[i];
     if (prerequisite == task) {
       report_cycle(task, nullptr);

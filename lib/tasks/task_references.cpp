@@ -35,7 +35,8 @@ namespace {
 bool only_abandoned_coroutines_wait(task_base* event) noexcept {
   for (task_edge* edge = event->subsequents.newest_while_open(); edge != nullptr;
        edge = subsequent_list<task_edge>::next_of(edge)) {
-    if (edge->kind != edge_kind::prerequisite || !is_abandoned_resumption(edge->subsequent)) return false;
+    const bool locks = edge->kind == edge_kind::prerequisite || edge->kind == edge_kind::inline_prerequisite;
+    if (!locks || !is_abandoned_resumption(edge->subsequent)) return false;
   }
   return true;
 }

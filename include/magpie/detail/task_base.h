@@ -24,7 +24,11 @@
 // left them the queue's reference (task_state::leave_reference_to_handles: a store where
 // a drop would take a read-modify-write), which goes with the last handle. A dropper that
 // sees the count hold only what it owns destroys without a write: nobody can add a
-// reference without holding one.
+// reference without holding one. Whoever completes a task holds a reference to it until the
+// completion is done, the inline subsequents it runs included; and a launch that finds its
+// prerequisites complete runs an inline task while its caller holds them. So the body of
+// an inline task with one prerequisite may read that prerequisite's result with no
+// reference of its own (magpie/async.h's next does).
 //
 // Everything that is not a template lives in lib/tasks/task*.cpp.
 #pragma once
@@ -61,6 +65,7 @@ enum class edge_kind : std::uint8_t {
   pipe,          // removes the pipe's lock: the previous piped task completed
   nested,        // releases one nested part of a running parent
   any,           // triggers a when_any event
+  inline_prerequisite,  // removes one lock of an inline task, which the last one's remover runs
 };
 
 // task_edge is one "subsequent waits for prerequisite" link, held in the prerequisite's
