@@ -561,3 +561,69 @@ TEST_CASE("pipe stress: a waiter that takes the task before its own from the pip
     }
   }
 }
+
+// A waiter retracting B takes A, the task before it in its pipe, out of B's predecessor
+// slot, finds it complete and puts it back. B's completion then takes it from the slot and
+// drops what may be A's last reference; A's block goes back to its pool, and the next
+// launch made there reuses it. The waiter's look at A came before that only through its
+// release put-back and the completion's acquire exchange (it held no reference of its
+// own): under TSan, weakened, the waiter's read of A races with the reuse. B runs on the
+// game thread (this one), which the waiter may not run, so that it only looks at A.
+TEST_CASE("pipe stress: a waiter's look at the task before its own comes before that task is freed" *
+          doctest::test_suite("stress")) {
+  constexpr int rounds = 400;
+  using clock = std::chrono::steady_clock;
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      magpie::pipe line("freed behind", pool);
+      // Kept until the waiter is gone: it reads the handles, and this thread must not
+      // acquire anything the waiter released while A's block may be reused.
+      std::unique_ptr<task<>[]> bs(new task<>[rounds]);
+      std::atomic<int> handed_round{-1};
+      std::atomic<long> retractions{0};
+      const auto deadline = clock::now() + std::chrono::seconds(60);
+      auto waiting = [&] { return clock::now() < deadline; };
+      std::thread waiter([&] {
+        for (int round = 0; round < rounds; ++round) {
+          while (handed_round.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+          if (handed_round.load(std::memory_order_acquire) < round) break;
+          const task<>& b = bs[static_cast<std::size_t>(round)];
+          while (!b.is_completed() && waiting()) {
+            b.try_retract_and_execute();  // never runs B: it is bound to the game thread
+            retractions.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      });
+      int b_ran = 0;
+      for (int round = 0; round < rounds && waiting(); ++round) {
+        task<> a = line.launch("A", [] {});
+        bs[static_cast<std::size_t>(round)] = line.launch("B", [&b_ran] { ++b_ran; }, on_thread(named_thread::game));
+        handed_round.store(round, std::memory_order_release);
+        const auto ran_by = clock::now() + std::chrono::seconds(20);
+        while (!a.is_completed() && clock::now() < ran_by) {
+          if (workers == 0) pool.try_run_one();  // else a worker (or the waiter) runs it
+        }
+        REQUIRE(a.is_completed());
+        a = task<>();  // the slot's is now A's last reference
+        // relaxed: the waiter's looks must reach this thread through nothing but the slot
+        const long seen = retractions.load(std::memory_order_relaxed);
+        const auto looked_by = clock::now() + std::chrono::milliseconds(2);
+        while (retractions.load(std::memory_order_relaxed) < seen + 1 + round % 3 && clock::now() < looked_by) {
+          std::this_thread::yield();
+        }
+        // B, once A's completer queued it: completes, and frees A.
+        const task<>& b = bs[static_cast<std::size_t>(round)];
+        while (!b.is_completed() && waiting()) pool.process_until_idle(named_thread::game);
+        REQUIRE(b.is_completed());
+      }
+      waiter.join();
+      CHECK(b_ran == rounds);
+      CHECK(line.wait_until_empty(std::chrono::seconds(20)));
+      pool.detach();
+    }
+  }
+}
