@@ -625,9 +625,11 @@ TEST_CASE("named_thread: shutdown after a named thread ran its queue returns see
       while (!ran.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up) {
         std::this_thread::yield();
       }
-      REQUIRE(ran.load(std::memory_order_relaxed));
-      pool.shutdown();
-      CHECK(written.value == 7);
+      CHECK(ran.load(std::memory_order_relaxed));
+      if (ran.load(std::memory_order_relaxed)) {
+        pool.shutdown();
+        CHECK(written.value == 7);
+      }
       render.join();
     }
   }

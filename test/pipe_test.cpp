@@ -585,8 +585,9 @@ TEST_CASE("pipe stress: a waiter's look at the task before its own comes before 
       std::unique_ptr<task<>[]> bs(new task<>[rounds]);
       std::atomic<int> handed_round{-1};
       std::atomic<long> retractions{0};
+      std::atomic<bool> abandoned{false};
       const auto deadline = clock::now() + std::chrono::seconds(60);
-      auto waiting = [&] { return clock::now() < deadline; };
+      auto waiting = [&] { return clock::now() < deadline && !abandoned.load(std::memory_order_relaxed); };
       std::thread waiter([&] {
         for (int round = 0; round < rounds; ++round) {
           while (handed_round.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
@@ -607,7 +608,7 @@ TEST_CASE("pipe stress: a waiter's look at the task before its own comes before 
         while (!a.is_completed() && clock::now() < ran_by) {
           if (workers == 0) pool.try_run_one();  // else a worker (or the waiter) runs it
         }
-        REQUIRE(a.is_completed());
+        if (!a.is_completed()) break;  // counted below
         a = task<>();  // the slot's is now A's last reference
         // relaxed: the waiter's looks must reach this thread through nothing but the slot
         const long seen = retractions.load(std::memory_order_relaxed);
@@ -618,8 +619,9 @@ TEST_CASE("pipe stress: a waiter's look at the task before its own comes before 
         // B, once A's completer queued it: completes, and frees A.
         const task<>& b = bs[static_cast<std::size_t>(round)];
         while (!b.is_completed() && waiting()) pool.process_until_idle(named_thread::game);
-        REQUIRE(b.is_completed());
+        if (!b.is_completed()) break;  // counted below
       }
+      abandoned.store(true, std::memory_order_relaxed);  // a waiter still looking for a round stops
       waiter.join();
       CHECK(b_ran == rounds);
       CHECK(line.wait_until_empty(std::chrono::seconds(20)));
