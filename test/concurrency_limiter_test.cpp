@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -446,6 +447,74 @@ TEST_CASE("concurrency_limiter: a piece pushed as the running one gives its slot
         CHECK(emptied == rounds);
         CHECK(ran.load() == rounds * static_cast<int>(limit + 1));
       }
+    }
+  }
+}
+
+// A thread that pushed nothing learns that the pieces are done from wait() alone: it sees
+// them counted as run only through the count's last decrement, the finisher giving its
+// slot back, so that decrement's release is its one edge to the last piece's writes. It
+// looks once the pieces have had time to finish, so that wait's first look reads zero
+// (a later look would go through the runner tasks, whose completion orders them too).
+TEST_CASE("concurrency_limiter: a thread that waits without pushing sees every piece's writes" *
+          doctest::test_suite("stress")) {
+  constexpr int pieces = 4;
+  constexpr int rounds = 150;
+  struct alignas(64) lone_int {
+    int value = 0;
+  };
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_concurrency_limiter limiter(2, priority::normal, pool);
+      std::array<lone_int, pieces> written{};
+      std::atomic<int> finished{0};
+      std::atomic<int> round_pushed{-1};
+      std::atomic<int> round_seen{-1};
+      std::atomic<bool> abandoned{false};
+      int wrong = 0;  // the watcher's alone
+      std::thread watcher([&] {
+        for (int round = 0; round < rounds; ++round) {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (round_pushed.load(std::memory_order_acquire) < round && std::chrono::steady_clock::now() < give_up) {
+            if (abandoned.load(std::memory_order_relaxed)) return;
+            std::this_thread::yield();
+          }
+          // relaxed: no edge to the pieces but the limiter's; with no workers they run in the wait
+          const auto done_by = workers == 0 ? std::chrono::steady_clock::now() : give_up;
+          while (finished.load(std::memory_order_relaxed) < pieces * (round + 1) &&
+                 std::chrono::steady_clock::now() < done_by) {
+            std::this_thread::yield();
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(round % 4 * 50));  // past the finishers' linger
+          if (!limiter.wait(std::chrono::seconds(20))) ++wrong;
+          for (const lone_int& each : written) wrong += each.value != round + 1 ? 1 : 0;
+          round_seen.store(round, std::memory_order_release);
+        }
+      });
+      for (int round = 0; round < rounds; ++round) {
+        for (int i = 0; i < pieces; ++i) {
+          limiter.push("writes", [&written, &finished, i, round](std::uint32_t) {
+            written[static_cast<std::size_t>(i)].value = round + 1;
+            finished.fetch_add(1, std::memory_order_relaxed);  // relaxed: must not order the write itself
+          });
+        }
+        round_pushed.store(round, std::memory_order_release);
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (round_seen.load(std::memory_order_acquire) < round && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::yield();
+        }
+        if (round_seen.load(std::memory_order_acquire) != round) {
+          abandoned.store(true, std::memory_order_relaxed);
+          break;
+        }
+      }
+      watcher.join();
+      CHECK(round_seen.load() == rounds - 1);
+      CHECK(wrong == 0);
+      CHECK(limiter.wait(std::chrono::seconds(20)));
     }
   }
 }

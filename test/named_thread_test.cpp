@@ -600,3 +600,67 @@ TEST_CASE("named_thread: the game thread waiting on a coroutine that resumes on 
 }
 
 }  // TEST_SUITE("named_thread")
+
+// A named thread runs its queue and returns before the scheduler shuts down; the thread
+// that shuts down learns of it only through a relaxed flag, and reads what the queue's job
+// wrote once shutdown returns. Shutdown's look at the processing flag (acquire, paired with
+// the processing call's release as it returned) is its one edge to that job.
+TEST_CASE("named_thread: shutdown after a named thread ran its queue returns seeing what that ran" *
+          doctest::test_suite("stress")) {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    for (int round = 0; round < 20; ++round) {
+      scheduler pool(small_pool(workers));
+      lone_int written;
+      std::atomic<bool> ran{false};
+      launch_on(pool, named_thread::render, [&written] { written.value = 7; });
+      std::thread render([&] {
+        pool.attach(named_thread::render);
+        CHECK(pool.process_until_idle(named_thread::render) == 1);
+        pool.detach();
+        ran.store(true, std::memory_order_relaxed);  // relaxed: no edge on purpose
+      });
+      // Bounded: the render thread runs its queue at once.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!ran.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      CHECK(ran.load(std::memory_order_relaxed));
+      if (ran.load(std::memory_order_relaxed)) {
+        pool.shutdown();
+        CHECK(written.value == 7);
+      }
+      render.join();
+    }
+  }
+}
+
+// is_attached() is the watcher's only edge to the attaching thread: what that thread wrote
+// before attaching is read once the watcher sees it attached.
+TEST_CASE("named_thread: a thread that sees another attached sees what it did before attaching" *
+          doctest::test_suite("stress")) {
+  for (unsigned workers : worker_counts) {
+    CAPTURE(workers);
+    for (int round = 0; round < 20; ++round) {
+      scheduler pool(small_pool(workers));
+      lone_int written;
+      std::atomic<bool> may_detach{false};
+      std::thread render([&] {
+        written.value = 7;
+        pool.attach(named_thread::render);
+        // Bounded: the main thread lets it go once it has looked (or given up).
+        while (!may_detach.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: no edge on purpose
+        pool.detach();
+      });
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!pool.is_attached(named_thread::render) && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      const bool attached = pool.is_attached(named_thread::render);
+      CHECK(attached);
+      if (attached) CHECK(written.value == 7);
+      may_detach.store(true, std::memory_order_relaxed);  // relaxed: as above
+      render.join();
+    }
+  }
+}

@@ -231,3 +231,72 @@ TEST_CASE("nested: a nested task's exception becomes the parent's, unless the bo
     CHECK(recorder.count() == 0);
   }
 }
+
+TEST_CASE("nested stress: a waiter that sees the body returned walks the nested list the body made" *
+          doctest::test_suite("stress")) {
+  // The parent's body, on another thread, adds nested tasks held back by an event and
+  // returns, while this waiter loops retracting the parent. A waiter whose look at the
+  // parent's state came before the body's part ended, but whose look at the flags sees the
+  // body returned, walks the list the body wrote: the return flag is its only edge to it.
+  constexpr int rounds = 150;
+  constexpr int children = 8;
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::atomic<int> children_ran{0};
+      for (int round = 0; round < rounds; ++round) {
+        task_event hold_children("hold children", pool);
+        std::atomic<bool> body_started{false};
+        std::atomic<bool> waiter_looping{false};
+        std::atomic<bool> body_returning{false};
+        std::atomic<bool> stop{false};
+        std::atomic<long> retractions{0};
+        task<> parent = pool.launch("parent", [&] {
+          body_started.store(true, std::memory_order_release);
+          // bounded: the waiter starts looping at once, unless it ran this body itself
+          while (!waiter_looping.load(std::memory_order_acquire)) std::this_thread::yield();
+          for (int i = 0; i < children; ++i) {
+            add_nested(magpie::launch("nested", [&] { children_ran.fetch_add(1, std::memory_order_relaxed); },
+                                      hold_children));
+          }
+          body_returning.store(true, std::memory_order_relaxed);  // relaxed: no edge to the waiter
+        });
+        std::thread waiter([&] {
+          // The body runs on a worker (or, with none, on the thread below that helps).
+          while (!body_started.load(std::memory_order_acquire) && !stop.load(std::memory_order_relaxed)) {
+            std::this_thread::yield();
+          }
+          waiter_looping.store(true, std::memory_order_release);
+          while (!stop.load(std::memory_order_relaxed)) {
+            parent.try_retract_and_execute();
+            retractions.fetch_add(1, std::memory_order_relaxed);
+          }
+        });
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!body_started.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up) {
+          if (workers == 0) {
+            pool.try_run_one();
+          } else {
+            std::this_thread::yield();
+          }
+        }
+        while (!body_returning.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::yield();
+        }
+        // A few more retractions past the body's return, then the children may run.
+        const long seen = retractions.load(std::memory_order_relaxed);
+        while (retractions.load(std::memory_order_relaxed) < seen + 20 && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::yield();
+        }
+        hold_children.trigger();
+        const bool completed = parent.wait(std::chrono::seconds(20));
+        stop.store(true, std::memory_order_relaxed);
+        waiter.join();
+        REQUIRE(completed);
+      }
+      CHECK(children_ran.load() == rounds * children);
+    }
+  }
+}

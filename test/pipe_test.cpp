@@ -472,3 +472,160 @@ TEST_CASE("pipe: the game thread waiting for its pipe to empty runs the pipe's g
     }
   }
 }
+
+// A waiter retracting a piped task B runs the task before it in its pipe, A, first, which
+// it takes from B's predecessor slot. The thread that joined B behind A got A from the
+// pipe (and with it A's making); the waiter, which got B from a thread that never saw A,
+// has only the slot's store and its own exchange as edge to A. Its first look at A, when
+// it comes before anything else of A's was released to anyone, reads what A's launcher
+// wrote: under TSan a data race on A when either order is weakened.
+TEST_CASE("pipe stress: a waiter that takes the task before its own from the pipe sees it made" *
+          doctest::test_suite("stress")) {
+  constexpr int rounds = 2500;
+  using clock = std::chrono::steady_clock;
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      magpie::pipe line("handed over", pool);
+      // Round numbers published with release before A is made: nothing after it reaches the
+      // waiter through them. Every flag read while A is new is relaxed, for the same reason.
+      std::atomic<int> round_started{-1};
+      std::atomic<int> round_done{-1};
+      std::atomic<task<>*> handed{nullptr};  // B, from its launcher to the waiter
+      std::atomic<int> handed_round{-1};     // the round whose B `handed` names
+      std::atomic<int> waiter_finished{-1};
+      std::atomic<long> retractions{0};
+      std::atomic<int> a_started{-1};
+      std::atomic<int> a_launched{-1};
+      std::atomic<int> b_joined{-1};
+      std::atomic<int> a_released{-1};
+      std::atomic<int> waiter_ran_b{0};
+      const auto deadline = clock::now() + std::chrono::seconds(60);
+      auto waiting = [&] { return clock::now() < deadline; };
+      std::thread launcher([&] {  // makes B behind an event, hands it over, then joins it behind A
+        for (int round = 0; round < rounds; ++round) {
+          while (round_started.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+          task_event gate("gate", pool);
+          task<> b = line.launch("B", [] {}, gate);
+          const long before = retractions.load(std::memory_order_relaxed);
+          handed.store(&b, std::memory_order_relaxed);  // relaxed: published by the round's release below
+          handed_round.store(round, std::memory_order_release);
+          while (retractions.load(std::memory_order_relaxed) < before + 2 && waiting()) std::this_thread::yield();
+          while (a_launched.load(std::memory_order_relaxed) < round && waiting()) std::this_thread::yield();
+          gate.trigger();  // B joins the pipe behind A here
+          b_joined.store(round, std::memory_order_relaxed);
+          CHECK(b.wait(std::chrono::seconds(20)));
+          while (waiter_finished.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+          round_done.store(round, std::memory_order_release);
+        }
+      });
+      std::thread waiter([&] {  // loops retracting B, with no edge to A's launcher
+        for (int round = 0; round < rounds; ++round) {
+          while (handed_round.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+          if (handed_round.load(std::memory_order_acquire) < round) break;
+          task<>* b = handed.load(std::memory_order_relaxed);  // relaxed: after its round's acquire
+          while (!b->is_completed() && waiting()) {
+            if (b->try_retract_and_execute()) waiter_ran_b.fetch_add(1, std::memory_order_relaxed);
+            retractions.fetch_add(1, std::memory_order_relaxed);
+          }
+          waiter_finished.store(round, std::memory_order_release);
+        }
+      });
+      int a_ran = 0;
+      for (int round = 0; round < rounds && waiting(); ++round) {
+        round_started.store(round, std::memory_order_release);
+        task<> a = line.launch("A", [&, round] {
+          a_started.store(round, std::memory_order_relaxed);
+          while (a_released.load(std::memory_order_relaxed) < round && waiting()) std::this_thread::yield();
+        });
+        // A is begun by a worker before B joins, so the waiter only looks at it; with no
+        // workers the waiter runs it, after looking.
+        const auto started_by = clock::now() + std::chrono::milliseconds(workers == 0 ? 0 : 200);
+        while (a_started.load(std::memory_order_relaxed) < round && clock::now() < started_by) std::this_thread::yield();
+        a_launched.store(round, std::memory_order_relaxed);
+        // The waiter's look that matters comes while B joins; A may go once it has.
+        while (b_joined.load(std::memory_order_relaxed) < round && waiting()) std::this_thread::yield();
+        a_released.store(round, std::memory_order_relaxed);
+        CHECK(a.wait(std::chrono::seconds(20)));
+        while (round_done.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+        ++a_ran;
+      }
+      a_released.store(rounds, std::memory_order_relaxed);
+      launcher.join();
+      waiter.join();
+      CHECK(a_ran == rounds);
+      CHECK(round_done.load() == rounds - 1);
+      CHECK(line.wait_until_empty(std::chrono::seconds(20)));
+    }
+  }
+}
+
+// A waiter retracting B takes A, the task before it in its pipe, out of B's predecessor
+// slot, finds it complete and puts it back. B's completion then takes it from the slot and
+// drops what may be A's last reference; A's block goes back to its pool, and the next
+// launch made there reuses it. The waiter's look at A came before that only through its
+// release put-back and the completion's acquire exchange (it held no reference of its
+// own): under TSan, weakened, the waiter's read of A races with the reuse. B runs on the
+// game thread (this one), which the waiter may not run, so that it only looks at A.
+TEST_CASE("pipe stress: a waiter's look at the task before its own comes before that task is freed" *
+          doctest::test_suite("stress")) {
+  constexpr int rounds = 400;
+  using clock = std::chrono::steady_clock;
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      magpie::pipe line("freed behind", pool);
+      // Kept until the waiter is gone: it reads the handles, and this thread must not
+      // acquire anything the waiter released while A's block may be reused.
+      std::unique_ptr<task<>[]> bs(new task<>[rounds]);
+      std::atomic<int> handed_round{-1};
+      std::atomic<long> retractions{0};
+      std::atomic<bool> abandoned{false};
+      const auto deadline = clock::now() + std::chrono::seconds(60);
+      auto waiting = [&] { return clock::now() < deadline && !abandoned.load(std::memory_order_relaxed); };
+      std::thread waiter([&] {
+        for (int round = 0; round < rounds; ++round) {
+          while (handed_round.load(std::memory_order_acquire) < round && waiting()) std::this_thread::yield();
+          if (handed_round.load(std::memory_order_acquire) < round) break;
+          const task<>& b = bs[static_cast<std::size_t>(round)];
+          while (!b.is_completed() && waiting()) {
+            b.try_retract_and_execute();  // never runs B: it is bound to the game thread
+            retractions.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      });
+      int b_ran = 0;
+      for (int round = 0; round < rounds && waiting(); ++round) {
+        task<> a = line.launch("A", [] {});
+        bs[static_cast<std::size_t>(round)] = line.launch("B", [&b_ran] { ++b_ran; }, on_thread(named_thread::game));
+        handed_round.store(round, std::memory_order_release);
+        const auto ran_by = clock::now() + std::chrono::seconds(20);
+        while (!a.is_completed() && clock::now() < ran_by) {
+          if (workers == 0) pool.try_run_one();  // else a worker (or the waiter) runs it
+        }
+        if (!a.is_completed()) break;  // counted below
+        a = task<>();  // the slot's is now A's last reference
+        // relaxed: the waiter's looks must reach this thread through nothing but the slot
+        const long seen = retractions.load(std::memory_order_relaxed);
+        const auto looked_by = clock::now() + std::chrono::milliseconds(2);
+        while (retractions.load(std::memory_order_relaxed) < seen + 1 + round % 3 && clock::now() < looked_by) {
+          std::this_thread::yield();
+        }
+        // B, once A's completer queued it: completes, and frees A.
+        const task<>& b = bs[static_cast<std::size_t>(round)];
+        while (!b.is_completed() && waiting()) pool.process_until_idle(named_thread::game);
+        if (!b.is_completed()) break;  // counted below
+      }
+      abandoned.store(true, std::memory_order_relaxed);  // a waiter still looking for a round stops
+      waiter.join();
+      CHECK(b_ran == rounds);
+      CHECK(line.wait_until_empty(std::chrono::seconds(20)));
+      pool.detach();
+    }
+  }
+}

@@ -705,6 +705,34 @@ TEST_CASE("task_group: a group made in work a plain thread joined may be waited 
   }
 }
 
+namespace {
+
+// lone_int is an int alone in its cache line, for a value handed between threads by the
+// edge under test only: TSan remembers four accesses per 8 bytes, and a flag beside the
+// value could push its racing write out.
+struct alignas(64) lone_int {
+  int value = 0;
+};
+
+// on_fresh_groups calls `round(group, recorder)` 20 times per stress repeat for each worker
+// count, each time with a new scheduler and a new group on it, reports recorded and leaks
+// checked.
+template <class Round>
+void on_fresh_groups(Round&& round) {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
+      test::diagnostic_recorder recorder;
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_group group(pool);
+      round(group, recorder);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("task_group stress: a wait from another thread after the home thread's wait ended sees that join" *
           doctest::test_suite("stress")) {
   // The later waiter is made before the children run and learns that the home thread's
@@ -712,32 +740,22 @@ TEST_CASE("task_group stress: a wait from another thread after the home thread's
   // effects, the accounting the home thread's wait reset) is the group's own hand-over
   // from the ending wait to the next.
   constexpr int children = 8;
-  for (unsigned workers : test::worker_counts) {
-    CAPTURE(workers);
-    for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
-      test::diagnostic_recorder recorder;
-      no_leaks leaks;
-      scheduler pool(test::options_with(workers));
-      task_group group(pool);
-      struct alignas(64) slot {
-        int value = 0;
-      };
-      std::array<slot, children> written{};
-      std::atomic<bool> home_waited{false};
-      std::array<int, children> seen{};
-      std::thread later([&] {
-        while (!home_waited.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: no edge but the group's
-        group.wait();
-        for (int i = 0; i < children; ++i) seen[static_cast<std::size_t>(i)] = written[static_cast<std::size_t>(i)].value;
-      });
-      for (int i = 0; i < children; ++i) group.run([&written, i] { written[static_cast<std::size_t>(i)].value = i + 1; });
+  on_fresh_groups([](task_group& group, const test::diagnostic_recorder& recorder) {
+    std::array<lone_int, children> written{};
+    std::atomic<bool> home_waited{false};
+    std::array<int, children> seen{};
+    std::thread later([&] {
+      while (!home_waited.load(std::memory_order_relaxed)) std::this_thread::yield();  // relaxed: no edge but the group's
       group.wait();
-      home_waited.store(true, std::memory_order_relaxed);  // relaxed: as the later waiter's load
-      later.join();
-      for (int i = 0; i < children; ++i) CHECK(seen[static_cast<std::size_t>(i)] == i + 1);
-      CHECK(recorder.count() == 0);
-    }
-  }
+      for (int i = 0; i < children; ++i) seen[static_cast<std::size_t>(i)] = written[static_cast<std::size_t>(i)].value;
+    });
+    for (int i = 0; i < children; ++i) group.run([&written, i] { written[static_cast<std::size_t>(i)].value = i + 1; });
+    group.wait();
+    home_waited.store(true, std::memory_order_relaxed);  // relaxed: as the later waiter's load
+    later.join();
+    for (int i = 0; i < children; ++i) CHECK(seen[static_cast<std::size_t>(i)] == i + 1);
+    CHECK(recorder.count() == 0);
+  });
 }
 
 TEST_CASE("task_group stress: a second thread's wait during the first returns seeing the children the first joined" *
@@ -745,39 +763,29 @@ TEST_CASE("task_group stress: a second thread's wait during the first returns se
   // Misuse: the second wait is reported and returns once the first ends. A child writes
   // after the second thread has entered its wait, so the second's one edge to that write
   // is the end of the first wait.
-  for (unsigned workers : test::worker_counts) {
-    CAPTURE(workers);
-    for (int repeat = 0; repeat < 20 * test::stress_repeat(); ++repeat) {
-      test::diagnostic_recorder recorder;
-      no_leaks leaks;
-      scheduler pool(test::options_with(workers));
-      task_group group(pool);
-      struct alignas(64) slot {
-        int value = 0;
-      };
-      slot written;
-      int seen = 0;
-      std::atomic<bool> second_made{false};
-      std::thread second;
-      group.run([&] {
-        second = std::thread([&] {
-          group.wait();
-          seen = written.value;
-        });
-        second_made.store(true, std::memory_order_release);  // release: pairs with the main thread's acquire (before join)
-        // The second thread is inside its wait once it has been reported
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
-        written.value = 42;
+  on_fresh_groups([](task_group& group, const test::diagnostic_recorder& recorder) {
+    lone_int written;
+    int seen = 0;
+    std::atomic<bool> second_made{false};
+    std::thread second;
+    group.run([&] {
+      second = std::thread([&] {
+        group.wait();
+        seen = written.value;
       });
-      group.wait();
-      while (!second_made.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the child's release
-      second.join();
-      CHECK(seen == 42);
-      REQUIRE(recorder.count() == 1);
-      CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
-    }
-  }
+      second_made.store(true, std::memory_order_release);  // release: pairs with the main thread's acquire (before join)
+      // The second thread is inside its wait once it has been reported
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      written.value = 42;
+    });
+    group.wait();
+    while (!second_made.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the child's release
+    second.join();
+    CHECK(seen == 42);
+    REQUIRE(recorder.count() == 1);
+    CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+  });
 }
 
 TEST_CASE("task_group stress: children that a thread without a deque spawns reach the joiner whole" *
@@ -806,11 +814,8 @@ TEST_CASE("task_group stress: children that a thread without a deque spawns reac
         while (!may_exit.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release below
       });
     }
-    struct alignas(64) slot {
-      int value = 0;
-    };
-    std::array<slot, children> input{};
-    std::array<slot, children> output{};
+    std::array<lone_int, children> input{};
+    std::array<lone_int, children> output{};
     std::thread spawner([&] {
       while (holding.load(std::memory_order_acquire) < holders) std::this_thread::yield();  // acquire: pairs with the holders' release
       for (int i = 0; i < children; ++i) {

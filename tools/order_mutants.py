@@ -77,6 +77,7 @@ SCOPE = [
     "lib/scheduler/task_census.h",
     "lib/scheduler/lent_deques.cpp",
     "lib/scheduler/named_thread.cpp",
+    "lib/tasks/concurrency_limiter.cpp",
 ]
 
 # Test executables (test/<name>_test) whose cases exercise each file, most direct first.
@@ -114,6 +115,7 @@ SUITES = {
     "lib/scheduler/task_census.h": ["task", "scheduler"],
     "lib/scheduler/lent_deques.cpp": ["lent_deques", "scheduler"],
     "lib/scheduler/named_thread.cpp": ["named_thread", "scheduler"],
+    "lib/tasks/concurrency_limiter.cpp": ["concurrency_limiter"],
 }
 
 OPS = ("load", "store", "exchange", "fetch_add", "fetch_sub", "fetch_or", "fetch_and",
