@@ -63,7 +63,7 @@ launch_site launch_site_of(const work_item* item) noexcept { return launch_site(
 // anyway.
 
 // guest_scope puts a thread of no scheduler in `host`'s context (guest_of) from the first
-// body a wait's run in launch order runs until the wait's last round ends, where each body
+// body a wait's run in launch order runs until its last round ends, where each body
 // would otherwise enter and leave it on its own: a copy of the thread's context in and out
 // per task. A wait that runs nothing does not enter it. On a thread of `host` it does nothing.
 class guest_scope {
@@ -98,7 +98,7 @@ class guest_scope {
 // from a helping thread that would steal them (either would hang). Held aside as wait_all's
 // runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
-// has passed. `ran_any` says whether it ran anything.
+// has passed. `ran_any` says whether it ran anything. Bodies run inside `guest`.
 std::optional<bool> run_queued_before(task_base* task, task_deque* own, guest_scope& guest,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
