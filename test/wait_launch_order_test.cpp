@@ -261,6 +261,27 @@ TEST_CASE("wait_launch_order: with no workers, a wait runs a chain's links one r
   }
 }
 
+// What a run's last entry readies as it completes is of whatever launch site: a task of
+// another site, run then, before its wait asks, may wait for what the waiting thread does
+// next (here an event main triggers after its wait), which would hang. From a plain main it
+// is queued and waits for its own wait or a help.
+TEST_CASE("wait_launch_order: with no workers, a task of another type readied by a run does not run before its wait") {
+  no_leaks leaks;
+  scheduler pool(test::options_with(0));
+  task_event later("triggered by main after its wait", pool);
+  bool saw_trigger = false;
+  auto launch_part = [&](task<> after) { return pool.launch("part", [] {}, after); };
+  task<> first = launch_part(task<>());  // queued: the run's last entry
+  task<> other = pool.launch("waits for main", [&] { saw_trigger = later.wait(std::chrono::milliseconds(200)); },
+                             first);
+  task<> second = launch_part(first);  // the task waited for, readied with `other`
+  second.wait();
+  CHECK_FALSE(other.is_completed());
+  later.trigger();
+  other.wait();
+  CHECK(saw_trigger);
+}
+
 // Beneath a body the rule does not hold (an entry launched after the body's task may wait
 // for it to complete): a wait there for a task in the middle of the deque runs that task alone.
 TEST_CASE("wait_launch_order: with no workers, a wait inside a body for a task in the middle of the deque runs that task alone") {

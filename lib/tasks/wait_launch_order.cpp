@@ -62,6 +62,29 @@ launch_site launch_site_of(const work_item* item) noexcept { return launch_site(
 // starts at the deque's oldest end (waits_in_launch_order), since it waits for all of them
 // anyway.
 
+// guest_scope puts a thread of no scheduler in `host`'s context (guest_of) from the first
+// body a wait's run in launch order runs until its last round ends, where each body
+// would otherwise enter and leave it on its own: a copy of the thread's context in and out
+// per task. A wait that runs nothing does not enter it. On a thread of `host` it does nothing.
+class guest_scope {
+ public:
+  explicit guest_scope(scheduler::impl& host) noexcept : host_(host), needed_(this_thread_context().owner != &host) {}
+  guest_scope(const guest_scope&) = delete;
+  guest_scope& operator=(const guest_scope&) = delete;
+
+  // enter enters the host's context, once, where this thread is not one of its threads.
+  void enter() noexcept {
+    if (needed_ && !guest_) guest_.emplace(host_, /*lend_deque=*/true);
+  }
+  // entered says whether this thread runs as the host's guest here.
+  bool entered() const noexcept { return guest_.has_value(); }
+
+ private:
+  scheduler::impl& host_;
+  const bool needed_;
+  std::optional<guest_of> guest_;
+};
+
 // run_queued_before runs the tasks of `task`'s launch site that `own`, this thread's deque,
 // held below it when this call began, oldest first, up to `task` if it is among them (then
 // what run_taken_back says of it); nothing when it was not. An entry of another site is
@@ -75,8 +98,8 @@ launch_site launch_site_of(const work_item* item) noexcept { return launch_site(
 // from a helping thread that would steal them (either would hang). Held aside as wait_all's
 // runs are (lib/tasks/held_runs.h), a spill would put older tasks above newer ones for
 // later waits, where wait_all's spills end with it. The run stops once `deadline` (if any)
-// has passed. `ran_any` says whether it ran anything.
-std::optional<bool> run_queued_before(task_base* task, task_deque* own,
+// has passed. `ran_any` says whether it ran anything. Bodies run inside `guest`.
+std::optional<bool> run_queued_before(task_base* task, task_deque* own, guest_scope& guest,
                                       const std::chrono::steady_clock::time_point* deadline, bool& ran_any) noexcept {
   const std::int64_t end = own->end_index();
   // Read now: once it has run, a body run after it may free it.
@@ -97,17 +120,25 @@ std::optional<bool> run_queued_before(task_base* task, task_deque* own,
         // on top of it.
         bool task_taken = deque_owner_view(*own).pop_if(static_cast<work_item*>(task));
         own->push(item);
-        if (task_taken) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
-        return std::nullopt;
+        if (!task_taken) return std::nullopt;
+        guest.enter();
+        return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
       }
       own->push(item);
       continue;
     }
     ran_any = true;
+    guest.enter();
     auto* each = static_cast<task_base*>(item);
     if (each == task) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
     if (!own->empty()) {
       run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
+    } else if (guest.entered()) {
+      // Not its handler: as the scheduler's guest, its ready loop would run what the
+      // completion readies at once, whatever its launch site (see "Launch order without
+      // workers"). Closed, not finished open: a chain's next link is queued either way, and
+      // a close releases it without the open finish's exchange.
+      run_taken_back(each, 0, nullptr, /*open=*/false);
     } else {
       // The last one queued (a chain's next link, readied by the one before): its handler
       // runs what its completion readies at once (the chain's hop), where a task finished
@@ -127,8 +158,9 @@ std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::stea
   if (found.deque() == nullptr) return std::nullopt;
   // Each round ends where the deque ended when it began: what its runs readied (a chain's
   // next link) comes in the next round, until a round runs nothing.
+  guest_scope guest(*found.owner());
   for (;;) {
-    std::optional<bool> ran_task = run_queued_before(task, found.deque(), deadline, ran_any);
+    std::optional<bool> ran_task = run_queued_before(task, found.deque(), guest, deadline, ran_any);
     if (ran_task || !ran_any || task->is_completed()) return ran_task;
     if (deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
     ran_any = false;
