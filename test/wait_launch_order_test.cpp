@@ -223,11 +223,10 @@ TEST_CASE("wait_launch_order: with no workers, wait_all runs its range in launch
   }
 }
 
-// A chain behind an event, waited for from a plain main, runs one link per run in launch
-// order (each link readies the next only as it completes, onto the lent deque): the runs
-// follow one another within one wait, and a timed wait stops them once its deadline has
-// passed, the rest of the chain still queued for a later wait. (An attached thread's
-// completion runs the next link at once, as a worker's does: one run takes the chain.)
+// A chain behind an event, waited for with no workers, runs in launch order: an untimed
+// wait's run takes the whole chain (each completion runs the next link at once, as a
+// worker's does), and a timed wait runs one link per round and stops once its deadline has
+// passed, the rest of the chain still queued for a later wait.
 TEST_CASE("wait_launch_order: with no workers, a wait runs a chain's links one run after another, up to its deadline") {
   for (bool attached : {false, true}) {
     CAPTURE(attached);
@@ -248,7 +247,7 @@ TEST_CASE("wait_launch_order: with no workers, a wait runs a chain's links one r
         }, last);
       }
       gate.trigger();
-      if (timed && !attached) {
+      if (timed) {
         CHECK_FALSE(last.wait(std::chrono::milliseconds(20)));  // 100 links take 200 ms at least
         CHECK_FALSE(ran.empty());
         CHECK(ran.size() < static_cast<std::size_t>(links));
@@ -266,20 +265,25 @@ TEST_CASE("wait_launch_order: with no workers, a wait runs a chain's links one r
 // next (here an event main triggers after its wait), which would hang. From a plain main it
 // is queued and waits for its own wait or a help.
 TEST_CASE("wait_launch_order: with no workers, a task of another type readied by a run does not run before its wait") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(0));
-  task_event later("triggered by main after its wait", pool);
-  bool saw_trigger = false;
-  auto launch_part = [&](task<> after) { return pool.launch("part", [] {}, after); };
-  task<> first = launch_part(task<>());  // queued: the run's last entry
-  task<> other = pool.launch("waits for main", [&] { saw_trigger = later.wait(std::chrono::milliseconds(200)); },
-                             first);
-  task<> second = launch_part(first);  // the task waited for, readied with `other`
-  second.wait();
-  CHECK_FALSE(other.is_completed());
-  later.trigger();
-  other.wait();
-  CHECK(saw_trigger);
+  for (bool attached : {false, true}) {
+    CAPTURE(attached);
+    no_leaks leaks;
+    scheduler pool(test::options_with(0));
+    if (attached) pool.attach(named_thread::game);
+    task_event later("triggered by main after its wait", pool);
+    bool saw_trigger = false;
+    auto launch_part = [&](task<> after) { return pool.launch("part", [] {}, after); };
+    task<> first = launch_part(task<>());  // queued: the run's last entry
+    task<> other = pool.launch("waits for main", [&] { saw_trigger = later.wait(std::chrono::milliseconds(200)); },
+                               first);
+    task<> second = launch_part(first);  // the task waited for, readied with `other`
+    second.wait();
+    CHECK_FALSE(other.is_completed());
+    later.trigger();
+    other.wait();
+    CHECK(saw_trigger);
+    if (attached) pool.detach();
+  }
 }
 
 // Beneath a body the rule does not hold (an entry launched after the body's task may wait

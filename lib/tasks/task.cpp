@@ -22,12 +22,17 @@ using tracing::event_kind;
 
 // can_run_here says whether a task made ready by what this thread just ran may run next
 // on this thread, skipping the queue: on a worker of its scheduler; on any thread running
-// that scheduler's work when it has no workers (nobody else would run it).
+// that scheduler's work when it has no workers (nobody else would run it), where inside a
+// launch-order run only a task of the run's launch site (another site's task runs when it
+// is waited for or helped, as the rule says).
 bool can_run_here(const task_base* task) noexcept {
   const thread_context& context = this_thread_context();
   scheduler::impl* owner = owner_of(task);
   if (context.owner != owner || task->target != target_none) return false;
-  if (context.self == nullptr) return owner->workers.empty();
+  if (context.self == nullptr) {
+    const launch_site run = tasks_tls.launch_order_run;
+    return owner->workers.empty() && (run == launch_site() || launch_site_of(task) == run);
+  }
   return !is_background(task->task_priority()) || context.self->kind == worker_kind::background;
 }
 

@@ -13,6 +13,8 @@
 // reads on every cancellable body (cancellation.h).
 #pragma once
 
+#include "launch_site.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -61,6 +63,11 @@ struct tasks_thread_state {
   // and how many of them are in progress: the marker lasts until the last one returns.
   bool spilled_in_wait_all = false;
   unsigned wait_all_depth = 0;
+
+  // The launch site of the launch-order run this thread is in (wait_launch_order.cpp), or
+  // none: while it is set, a completion's ready loop runs at once only tasks of that site
+  // (task.cpp, can_run_here), so the run starts nothing its rule would not.
+  launch_site launch_order_run;
 
   // Retraction's estimate of the stale entries this thread left in its deque.
   stale_entry_estimate stale_entries;

@@ -2,6 +2,8 @@
 // scheduler runs what this thread queued before its task in the order it was queued, and
 // wait_all takes runs of its handles back off this thread's deque at once (lib/tasks/held_runs.h).
 #include "held_runs.h"
+#include "launch_site.h"
+#include "thread_state.h"
 #include "wait_internal.h"
 
 #include <algorithm>
@@ -11,37 +13,6 @@ namespace magpie::detail {
 namespace {
 
 constexpr std::size_t run_limit = 64;
-
-// launch_site identifies where in the code a task was launched from, as far as the
-// launch-order rule tells launches apart: by the C++ type of the task's body (each lambda
-// expression is a type of its own, so a loop launching one lambda is one launch site; all
-// plain function pointers share one, as do all std::functions). Any other queue entry
-// (a task_group child, a coroutine's fork) has a site of its own kind, never a task's. It
-// is read off an entry only through launch_site_of, and only once the entry is this
-// thread's.
-//
-// Its value is the entry's handler, a per-body-type constant: task_impl<Body, R>::handle
-// is one function per instantiation, and distinct functions have distinct addresses, so
-// two launch sites never compare equal. It is not a narrowed id that could collide: a
-// collision would run another site's task early, which may wait for what the waiting
-// thread does next and hang. (Compilers that merge identical functions keep the addresses
-// of address-taken ones apart; a link with identical-code folding of address-taken
-// functions, as --icf=all or /OPT:ICF, would not, and is not supported.) It costs the task
-// no field: the handler is there anyway.
-class launch_site {
- public:
-  friend bool operator==(launch_site, launch_site) noexcept = default;
-
- private:
-  friend launch_site launch_site_of(const work_item* item) noexcept;
-  explicit launch_site(work_item::handler_fn handler) noexcept : handler_(handler) {}
-
-  work_item::handler_fn handler_;
-};
-
-// launch_site_of is the launch site of `item`, a queue entry this thread has taken (or
-// a task this thread holds a reference to).
-launch_site launch_site_of(const work_item* item) noexcept { return launch_site(item->handler); }
 
 // Launch order without workers. A scheduler with no workers runs nothing until a thread
 // waits or helps, and Unreal's no-threading mode runs each task at its launch. A wait from
@@ -76,8 +47,6 @@ class guest_scope {
   void enter() noexcept {
     if (needed_ && !guest_) guest_.emplace(host_, /*lend_deque=*/true);
   }
-  // entered says whether this thread runs as the host's guest here.
-  bool entered() const noexcept { return guest_.has_value(); }
 
  private:
   scheduler::impl& host_;
@@ -133,16 +102,15 @@ std::optional<bool> run_queued_before(task_base* task, task_deque* own, guest_sc
     if (each == task) return run_taken_back(task, 0, nullptr);  // the wait holds it: see wait()
     if (!own->empty()) {
       run_taken_back(each, 0, nullptr);  // finished open: a locked instruction fewer than its handler's run
-    } else if (guest.entered()) {
-      // Not its handler: as the scheduler's guest, its ready loop would run what the
-      // completion readies at once, whatever its launch site (see "Launch order without
-      // workers"). Closed, not finished open: a chain's next link is queued either way, and
-      // a close releases it without the open finish's exchange.
+    } else if (deadline != nullptr) {
+      // The last one queued, under a deadline: closed, so that what its completion readies
+      // (a chain's next link) is queued for the next look, which checks the deadline first.
       run_taken_back(each, 0, nullptr, /*open=*/false);
     } else {
       // The last one queued (a chain's next link, readied by the one before): its handler
-      // runs what its completion readies at once (the chain's hop), where a task finished
-      // open would queue it for the next look.
+      // runs what its completion readies at once if it is of the run's launch site (the
+      // chain's hop; tasks_thread_state::launch_order_run), where a task finished open
+      // would queue it for the next look.
       each->handler(each, work_action::run);
     }
   }
@@ -159,6 +127,15 @@ std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::stea
   // Each round ends where the deque ended when it began: what its runs readied (a chain's
   // next link) comes in the next round, until a round runs nothing.
   guest_scope guest(*found.owner());
+  // The run's site, for the ready loops of the bodies it runs (tasks_thread_state), until
+  // the run returns.
+  struct run_site_scope {
+    launch_site outer = tasks_tls.launch_order_run;
+    explicit run_site_scope(launch_site site) noexcept { tasks_tls.launch_order_run = site; }
+    ~run_site_scope() { tasks_tls.launch_order_run = outer; }
+    run_site_scope(const run_site_scope&) = delete;
+    run_site_scope& operator=(const run_site_scope&) = delete;
+  } run_site(launch_site_of(task));
   for (;;) {
     std::optional<bool> ran_task = run_queued_before(task, found.deque(), guest, deadline, ran_any);
     if (ran_task || !ran_any || task->is_completed()) return ran_task;
