@@ -1,14 +1,17 @@
 // Contention in counts (the counting build, magpie/detail/counted_atomic.h; run through
 // tools/contention.sh): for each thread count, the read-modify-writes on shared atomics,
-// the fences and the cache-line moves between threads that each of four workloads makes,
+// the fences and the cache-line moves between threads that each workload makes,
 // per call site, normalised per unit of work:
 //   batch          2^20 empty tasks launched, then wait_all            per task
 //   batch_unattached  the same from a main thread not attached          per task
 //   one_at_a_time  an empty task launched and waited for, repeatedly   per task
 //   tick_frame     frames of the tick benchmark's population          per tick run
 //   parallel_for   loops of a body of a few nanoseconds               per chunk (batch of iterations)
+//   limiter_n2, _n4  2^17 pieces pushed into a concurrency limiter of N by an unattached
+//                  main, then wait (bench/coroutine's limiter rows)     per piece
 // Counts, not times: the figures are the same on 2 cores as on 16, save what idle threads
 // do while they search (their loads and the moves those cause vary with timing).
+#include <magpie/concurrency_limiter.h>
 #include <magpie/magpie.h>
 #include <magpie/detail/counted_atomic.h>
 
@@ -16,8 +19,10 @@
 #include "../tick/workload.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -266,6 +271,27 @@ int main(int argc, char** argv) {
               return std::uint64_t{batch};
             }},
            threads);
+  }
+  // The limiter rows as bench/coroutine runs them: one unattached thread pushes every piece
+  // (a counter's increment), then waits; the workers run the limiter's tasks.
+  const std::size_t limited = chosen.quick ? (1u << 14) : (1u << 17);
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(bench::magpie_options(threads));
+    for (std::uint32_t limit : {2u, 4u}) {
+      record({"limiter_n" + std::to_string(limit) + ": 2^" + std::to_string(std::bit_width(limited) - 1) +
+                  " pieces pushed from an unattached main, then wait",
+              "piece",
+              [&, limit] {
+                bench::padded_atomic<std::size_t> ran{0};
+                magpie::task_concurrency_limiter limiter(limit, magpie::priority::normal, pool);
+                for (std::size_t i = 0; i < limited; ++i) {
+                  limiter.push("limited", [&ran](std::uint32_t) { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+                }
+                if (!limiter.wait() || ran.load() != limited) std::abort();
+                return std::uint64_t{limited};
+              }},
+             threads);
+    }
   }
   std::printf("counts per unit of work (locked = rmw + cas_fail + fence + membar; moves = cache-line moves between threads)\n");
   for (const std::string& title : order) print_table(title, chosen.threads, results[title], 12);

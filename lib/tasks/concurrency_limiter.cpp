@@ -55,7 +55,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
 
   ~limiter_state() {
     // Only handles: the tasks themselves finished (each held this state until then).
-    for (std::atomic<task_base*>& runner : runners_) {
+    for (std_atomics::atomic<task_base*>& runner : runners_) {
       if (task_base* left = runner.load(std::memory_order_relaxed)) drop_handle(left);  // relaxed: the last owner
     }
   }
@@ -87,7 +87,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
       // Limiter tasks launched but perhaps not started: take them back and run them here,
       // or block on them (which lets a standby worker stand in for a blocked worker).
       bool retracted = false;
-      for (std::atomic<task_base*>& runner : runners_) {
+      for (std_atomics::atomic<task_base*>& runner : runners_) {
         task_base* launched = runner.exchange(nullptr);  // seq_cst: the waiter's half of the pairing in publish_runner
         if (launched == nullptr) continue;
         retracted = true;
@@ -203,7 +203,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   }
 
   bool has_published_runner() const noexcept {
-    for (const std::atomic<task_base*>& runner : runners_) {
+    for (const std_atomics::atomic<task_base*>& runner : runners_) {
       if (runner.load() != nullptr) return true;  // seq_cst: after setting waiter_sleeps (Dekker with publish_runner)
     }
     return false;
@@ -289,12 +289,12 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   const std::uint32_t max_concurrency_;
   const priority work_priority_;
   scheduler* const owner_;
-  std::atomic<std::uint64_t> occupancy_{0};
+  std_atomics::atomic<std::uint64_t> occupancy_{0};
   // wake_epoch_: what a sleeping waiter waits on (futex words are 32 bits); bumped by every wake.
-  std::atomic<std::uint32_t> wake_epoch_{0};
-  std::vector<std::atomic<std::uint64_t>> free_slots_;
+  std_atomics::atomic<std::uint32_t> wake_epoch_{0};
+  std::vector<std_atomics::atomic<std::uint64_t>> free_slots_;
   // runners_[slot]: a handle to the last task launched for `slot`, for waiters to retract.
-  std::vector<std::atomic<task_base*>> runners_;
+  std::vector<std_atomics::atomic<task_base*>> runners_;
   injection_queue<limited_item> queue_;
 };
 
