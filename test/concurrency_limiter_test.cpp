@@ -88,15 +88,21 @@ void push_from_threads(task_concurrency_limiter& limiter, occupancy_probe& probe
 // task_memory_padding makes a piece's closure bigger than the task pool serves.
 constexpr std::size_t task_memory_padding = magpie::detail::task_pool::largest_pooled + 1;
 
-// chaos_for_this_case starts chaos mode for one test case, unless the process already runs
-// with it (MAGPIE_CHAOS), and puts back what was there when the case ends.
+// chaos_for_this_case runs one test case with chaos at `rate` at least, with the process's
+// seed (MAGPIE_CHAOS) if it has one, and puts back what was there when the case ends.
 class chaos_for_this_case {
  public:
-  explicit chaos_for_this_case(magpie::chaos::options chosen) : before_(magpie::chaos::current()) {
-    if (!before_) magpie::chaos::start(chosen);
+  chaos_for_this_case(std::uint64_t seed, double rate) : before_(magpie::chaos::current()) {
+    magpie::chaos::options chosen{.seed = before_ ? before_->seed : seed, .rate = rate};
+    if (before_ && before_->rate > rate) chosen.rate = before_->rate;
+    magpie::chaos::start(chosen);
   }
   ~chaos_for_this_case() {
-    if (!before_) magpie::chaos::stop();
+    if (before_) {
+      magpie::chaos::start(*before_);
+    } else {
+      magpie::chaos::stop();
+    }
   }
   chaos_for_this_case(const chaos_for_this_case&) = delete;
   chaos_for_this_case& operator=(const chaos_for_this_case&) = delete;
@@ -413,7 +419,7 @@ TEST_CASE("concurrency_limiter: a wait with a timeout too long to add to the clo
 
 TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
-    for (unsigned workers : {0u, 1u, 2u, 4u, 8u, 64u}) {
+    for (unsigned workers : test::wide_worker_counts) {
       for (std::uint32_t limit : {1u, 2u, 4u, 70u}) {
         CAPTURE(workers);
         CAPTURE(limit);
@@ -423,18 +429,7 @@ TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doct
         std::vector<long> per_slot(limit, 0);  // plain memory: TSan sees any overlap of a slot
         task_concurrency_limiter limiter(limit, priority::normal, pool);
         constexpr int per_producer = 300;
-        auto produce = [&] {
-          for (int i = 0; i < per_producer; ++i) {
-            limiter.push("stress", [&](std::uint32_t slot) {
-              probe.enter(slot);
-              if (slot < per_slot.size()) ++per_slot[slot];
-              probe.leave(slot);
-            });
-          }
-        };
-        std::thread other(produce);
-        produce();
-        other.join();
+        push_from_threads(limiter, probe, per_slot, 2, per_producer);
         CHECK(limiter.wait());
         CHECK(probe.ran.load() == 2 * per_producer);
         CHECK(probe.most.load() <= static_cast<int>(limit));
@@ -634,7 +629,7 @@ TEST_CASE("concurrency_limiter: a thread that waits without pushing sees every p
 // run dry and give their slots back again and again.
 TEST_CASE("concurrency_limiter: a slot claimed while its last holder has not given it back sees that holder's piece" *
           doctest::test_suite("stress")) {
-  chaos_for_this_case chaos({.seed = 29, .rate = 0.3});
+  chaos_for_this_case chaos(29, 0.3);
   struct alignas(64) slot_memory {
     long pieces = 0;  // plain: written by the pieces in this slot alone
   };

@@ -8,9 +8,10 @@
 // take one there and launch a task. A slot's holder runs queued pieces one after another in
 // the same task, counting each on the slot's lane of `finished_`, and touches the shared
 // word only when the queue stays empty for a while (it lingers about a microsecond first)
-// and it gives the slot back. So a piece costs its pusher and its holder each one
-// read-modify-write on a line of their own, whatever the number of threads; the shared word
-// is read by pushers and written by nobody while the slots stay held.
+// and it gives the slot back. So beside the queue's own operations a piece costs its pusher
+// and its holder each one read-modify-write on a line of their own (and the pusher a fence),
+// whatever the number of threads; the shared word is read by pushers and written by nobody
+// while the slots stay held.
 //
 // No piece is left queued while a slot is free: a pusher queues its piece, then looks at the
 // slots in use (a full fence between); a holder gives its slot back, then looks at the queue
@@ -221,13 +222,16 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   // give_back_slot gives `slot` up. If a piece was queued meanwhile and a slot is free, it
   // takes one again: it returns the piece, with `slot` set to the one taken; else nullptr.
   limited_item* give_back_slot(std::uint32_t& slot) noexcept {
-    for (;;) {
+    for (bool found_none = false;; found_none = true) {
       release_slot_bit(slot);
       chaos::point(chaos::site::limiter_handover);  // the bit free, the slot still counted
       uncount_slot();
+      // The queue still counts a piece that another slot's holder is taking (and will run);
+      // one that found none when it looked lets that holder go on before it looks again.
+      if (found_none) std::this_thread::yield();
       if (queue_.size_approx() == 0 || !count_free_slot()) return nullptr;
       slot = claim_free_slot();
-      if (limited_item* item = queue_.try_pop()) return item;
+      if (limited_item* item = next_or_linger()) return item;
     }
   }
 
