@@ -57,7 +57,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
         free_slots_((std::size_t{max_concurrency} + 63) / 64),
         runners_(max_concurrency),
         pushed_(push_lanes),
-        finished_(std::min<std::size_t>(max_concurrency, finish_lanes)) {
+        finished_(std::bit_ceil(std::min<std::size_t>(max_concurrency, finish_lanes))) {
     for (std::uint32_t slot = 0; slot < max_concurrency; ++slot) {
       free_slots_[slot / 64].fetch_or(std::uint64_t{1} << (slot % 64));
     }
@@ -144,7 +144,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
       while (item != nullptr) {
         run_one(slot, item);
         // release: pairs with all_ran's acquire: a waiter that counts this piece sees its writes
-        finished_[slot % finished_.size()].count.fetch_add(1, std::memory_order_release);
+        finished_[slot & (finished_.size() - 1)].count.fetch_add(1, std::memory_order_release);
         item = next_or_linger();
       }
       item = give_back_slot(slot);
@@ -155,7 +155,8 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   static constexpr std::uint32_t waiter_sleeps = std::uint32_t{1} << 31;
   static constexpr std::uint32_t in_use_mask = waiter_sleeps - 1;
   // push_lanes: pushing threads share a lane only beyond this many; finish_lanes: slots
-  // share a lane only beyond this many. Each lane is a cache line.
+  // share a lane only beyond this many (a power of two, as finished_'s size, so that a
+  // slot finds its lane by a mask). Each lane is a cache line.
   static constexpr std::size_t push_lanes = 16;
   static constexpr std::size_t finish_lanes = 64;
   // linger_for is how long a holder with nothing queued keeps looking at the queue,
@@ -333,7 +334,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   std::vector<std_atomics::atomic<task_base*>> runners_;
   injection_queue<limited_item> queue_;
   std::vector<lane> pushed_;    // pieces pushed, per pushing thread's lane
-  std::vector<lane> finished_;  // pieces run, per slot's lane
+  std::vector<lane> finished_;  // pieces run, per slot's lane: slot & (size - 1)
 };
 
 }  // namespace magpie::detail
