@@ -634,7 +634,7 @@ TEST_CASE("concurrency_limiter: a slot claimed while its last holder has not giv
     long pieces = 0;  // plain: written by the pieces in this slot alone
   };
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
-    for (unsigned workers : {2u, 8u}) {
+    for (unsigned workers : {2u, 8u}) {  // two holders at once need two workers
       CAPTURE(workers);
       no_leaks leaks;
       scheduler pool(test::options_with(workers));
