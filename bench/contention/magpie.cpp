@@ -9,6 +9,7 @@
 //   parallel_for   loops of a body of a few nanoseconds               per chunk (batch of iterations)
 //   limiter_n2, _n4  2^17 pieces pushed into a concurrency limiter of N by an unattached
 //                  main, then wait (bench/coroutine's limiter rows)     per piece
+//   limiter_n4_from_all  the same, N = 4, pushed from every thread      per piece
 // Counts, not times: the figures are the same on 2 cores as on 16, save what idle threads
 // do while they search (their loads and the moves those cause vary with timing).
 #include <magpie/concurrency_limiter.h>
@@ -292,6 +293,19 @@ int main(int argc, char** argv) {
               }},
              threads);
     }
+    record({"limiter_n4_from_all: 2^" + std::to_string(std::bit_width(limited) - 1) +
+                " pieces pushed from every thread (a parallel_for's bodies), then wait",
+            "piece",
+            [&] {
+              bench::padded_atomic<std::size_t> ran{0};
+              magpie::task_concurrency_limiter limiter(4, magpie::priority::normal, pool);
+              magpie::parallel_for(limited, [&](std::size_t) {
+                limiter.push("limited", [&ran](std::uint32_t) { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+              });
+              if (!limiter.wait() || ran.load() != limited) std::abort();
+              return std::uint64_t{limited};
+            }},
+           threads);
   }
   std::printf("counts per unit of work (locked = rmw + cas_fail + fence + membar; moves = cache-line moves between threads)\n");
   for (const std::string& title : order) print_table(title, chosen.threads, results[title], 12);
