@@ -113,30 +113,6 @@ class chaos_for_this_case {
 
 }  // namespace
 
-TEST_CASE("concurrency_limiter: pushes from many threads keep at most N at once in unique slots, any worker count") {
-  for (unsigned workers : test::wide_worker_counts) {
-    for (std::uint32_t limit : {1u, 2u, 4u}) {
-      CAPTURE(workers);
-      CAPTURE(limit);
-      no_leaks leaks;
-      scheduler pool(test::options_with(workers));
-      occupancy_probe probe(limit);
-      std::vector<long> per_slot(limit, 0);
-      task_concurrency_limiter limiter(limit, priority::normal, pool);
-      constexpr int pushers = 6;
-      constexpr int per_pusher = 150;
-      push_from_threads(limiter, probe, per_slot, pushers, per_pusher);
-      CHECK(limiter.wait(std::chrono::seconds(30)));
-      CHECK(probe.ran.load() == pushers * per_pusher);
-      CHECK(probe.most.load() <= static_cast<int>(limit));
-      CHECK(probe.bad_slots.load() == 0);
-      long total = 0;
-      for (long each : per_slot) total += each;
-      CHECK(total == pushers * per_pusher);
-    }
-  }
-}
-
 // Each pusher waits for its own pieces: more pushing threads than the limiter keeps count
 // lanes for, so some share one. A wait that returned while one of the caller's pieces was
 // still queued or running shows as an unset mark (and under TSan as a race on it).
@@ -417,7 +393,9 @@ TEST_CASE("concurrency_limiter: a wait with a timeout too long to add to the clo
   }
 }
 
-TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doctest::test_suite("stress")) {
+// Six threads push at once, over every worker count up to far more workers than slots.
+TEST_CASE("concurrency_limiter: slots index a fixed buffer without races, pieces pushed from many threads" *
+          doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
     for (unsigned workers : test::wide_worker_counts) {
       for (std::uint32_t limit : {1u, 2u, 4u, 70u}) {
@@ -428,15 +406,16 @@ TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doct
         occupancy_probe probe(limit);
         std::vector<long> per_slot(limit, 0);  // plain memory: TSan sees any overlap of a slot
         task_concurrency_limiter limiter(limit, priority::normal, pool);
-        constexpr int per_producer = 300;
-        push_from_threads(limiter, probe, per_slot, 2, per_producer);
-        CHECK(limiter.wait());
-        CHECK(probe.ran.load() == 2 * per_producer);
+        constexpr int producers = 6;
+        constexpr int per_producer = 100;
+        push_from_threads(limiter, probe, per_slot, producers, per_producer);
+        CHECK(limiter.wait(std::chrono::seconds(30)));
+        CHECK(probe.ran.load() == producers * per_producer);
         CHECK(probe.most.load() <= static_cast<int>(limit));
         CHECK(probe.bad_slots.load() == 0);
         long total = 0;
         for (long each : per_slot) total += each;
-        CHECK(total == 2 * per_producer);
+        CHECK(total == producers * per_producer);
       }
     }
   }
