@@ -2,6 +2,7 @@
 #include "support.h"
 #include "task_support.h"
 
+#include <magpie/chaos.h>
 #include <magpie/concurrency_limiter.h>
 #include <magpie/magpie.h>
 
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -60,7 +62,91 @@ void push_probed(task_concurrency_limiter& limiter, occupancy_probe& probe, int 
   }
 }
 
+// push_from_threads pushes `per_thread` probed pieces from each of `threads` threads at
+// once, each piece counting itself in plain per-slot memory (TSan sees two pieces in one
+// slot at once), and returns once every pusher returned.
+void push_from_threads(task_concurrency_limiter& limiter, occupancy_probe& probe, std::vector<long>& per_slot,
+                       int threads, int per_thread) {
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < threads; ++t) {
+    pushers.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      for (int i = 0; i < per_thread; ++i) {
+        limiter.push("from many", [&probe, &per_slot](std::uint32_t slot) {
+          probe.enter(slot);
+          if (slot < per_slot.size()) ++per_slot[slot];
+          probe.leave(slot);
+        });
+      }
+    });
+  }
+  for (std::thread& pusher : pushers) pusher.join();
+}
+
+// task_memory_padding makes a piece's closure bigger than the task pool serves.
+constexpr std::size_t task_memory_padding = magpie::detail::task_pool::largest_pooled + 1;
+
+// chaos_for_this_case runs one test case with chaos at `rate` at least, with the process's
+// seed (MAGPIE_CHAOS) if it has one, and puts back what was there when the case ends.
+class chaos_for_this_case {
+ public:
+  chaos_for_this_case(std::uint64_t seed, double rate) : before_(magpie::chaos::current()) {
+    magpie::chaos::options chosen{.seed = before_ ? before_->seed : seed, .rate = rate};
+    if (before_ && before_->rate > rate) chosen.rate = before_->rate;
+    magpie::chaos::start(chosen);
+  }
+  ~chaos_for_this_case() {
+    if (before_) {
+      magpie::chaos::start(*before_);
+    } else {
+      magpie::chaos::stop();
+    }
+  }
+  chaos_for_this_case(const chaos_for_this_case&) = delete;
+  chaos_for_this_case& operator=(const chaos_for_this_case&) = delete;
+
+ private:
+  std::optional<magpie::chaos::options> before_;
+};
+
 }  // namespace
+
+// Each pusher waits for its own pieces: more pushing threads than the limiter keeps count
+// lanes for, so some share one. A wait that returned while one of the caller's pieces was
+// still queued or running shows as an unset mark (and under TSan as a race on it).
+TEST_CASE("concurrency_limiter: a wait from each of many pushing threads returns once its own pieces ran") {
+  for (unsigned workers : test::worker_counts) {
+    for (std::uint32_t limit : {1u, 3u}) {
+      CAPTURE(workers);
+      CAPTURE(limit);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_concurrency_limiter limiter(limit, priority::normal, pool);
+      constexpr int pushers = 20;
+      constexpr int per_pusher = 40;
+      std::vector<std::vector<char>> marks(pushers, std::vector<char>(per_pusher, 0));  // plain: each pusher's own
+      std::atomic<int> unmarked{0};
+      std::atomic<int> timed_out{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < pushers; ++t) {
+        threads.emplace_back([&, t] {
+          std::vector<char>& mine = marks[static_cast<std::size_t>(t)];
+          for (int i = 0; i < per_pusher; ++i) {
+            limiter.push("marks", [&mine, i](std::uint32_t) { mine[static_cast<std::size_t>(i)] = 1; });
+          }
+          if (!limiter.wait(std::chrono::seconds(30))) timed_out.fetch_add(1);
+          for (char mark : mine) unmarked.fetch_add(mark == 0 ? 1 : 0);
+        });
+      }
+      for (std::thread& each : threads) each.join();
+      CHECK(timed_out.load() == 0);
+      CHECK(unmarked.load() == 0);
+      CHECK(limiter.wait(std::chrono::seconds(30)));
+    }
+  }
+}
 
 TEST_CASE("concurrency_limiter: every pushed piece runs once, never more than N at once, in unique slots") {
   for (unsigned workers : test::worker_counts) {
@@ -307,9 +393,11 @@ TEST_CASE("concurrency_limiter: a wait with a timeout too long to add to the clo
   }
 }
 
-TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doctest::test_suite("stress")) {
+// Six threads push at once, over every worker count up to far more workers than slots.
+TEST_CASE("concurrency_limiter: slots index a fixed buffer without races, pieces pushed from many threads" *
+          doctest::test_suite("stress")) {
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
-    for (unsigned workers : {0u, 1u, 2u, 4u, 8u, 64u}) {
+    for (unsigned workers : test::wide_worker_counts) {
       for (std::uint32_t limit : {1u, 2u, 4u, 70u}) {
         CAPTURE(workers);
         CAPTURE(limit);
@@ -318,26 +406,16 @@ TEST_CASE("concurrency_limiter: slots index a fixed buffer without races" * doct
         occupancy_probe probe(limit);
         std::vector<long> per_slot(limit, 0);  // plain memory: TSan sees any overlap of a slot
         task_concurrency_limiter limiter(limit, priority::normal, pool);
-        constexpr int per_producer = 300;
-        auto produce = [&] {
-          for (int i = 0; i < per_producer; ++i) {
-            limiter.push("stress", [&](std::uint32_t slot) {
-              probe.enter(slot);
-              if (slot < per_slot.size()) ++per_slot[slot];
-              probe.leave(slot);
-            });
-          }
-        };
-        std::thread other(produce);
-        produce();
-        other.join();
-        CHECK(limiter.wait());
-        CHECK(probe.ran.load() == 2 * per_producer);
+        constexpr int producers = 6;
+        constexpr int per_producer = 100;
+        push_from_threads(limiter, probe, per_slot, producers, per_producer);
+        CHECK(limiter.wait(std::chrono::seconds(30)));
+        CHECK(probe.ran.load() == producers * per_producer);
         CHECK(probe.most.load() <= static_cast<int>(limit));
         CHECK(probe.bad_slots.load() == 0);
         long total = 0;
         for (long each : per_slot) total += each;
-        CHECK(total == 2 * per_producer);
+        CHECK(total == producers * per_producer);
       }
     }
   }
@@ -515,6 +593,62 @@ TEST_CASE("concurrency_limiter: a thread that waits without pushing sees every p
       CHECK(round_seen.load() == rounds - 1);
       CHECK(wrong == 0);
       CHECK(limiter.wait(std::chrono::seconds(20)));
+    }
+  }
+}
+
+// A holder that gives its slot back frees the slot's bit, then uncounts the slot; chaos
+// delays it in between. Meanwhile another holder gives its slot back, finds a piece queued,
+// takes a slot again and claims the lowest free bit: the delayed holder's. Its count came
+// from its own give-back, not the delayed one's, so the bit's release and acquire are the
+// only edge from the previous piece in that slot to the next; plain per-slot memory shows
+// under TSan if either is missing. So the pieces share no other edge: they touch no atomic
+// but relaxed counters, and each is too big for the task pool (whose returned blocks would
+// pass an edge through their owner). Producers push in bursts with gaps, so that holders
+// run dry and give their slots back again and again.
+TEST_CASE("concurrency_limiter: a slot claimed while its last holder has not given it back sees that holder's piece" *
+          doctest::test_suite("stress")) {
+  chaos_for_this_case chaos(29, 0.3);
+  struct alignas(64) slot_memory {
+    long pieces = 0;  // plain: written by the pieces in this slot alone
+  };
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {2u, 8u}) {  // two holders at once need two workers
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr std::uint32_t limit = 2;
+      std::array<slot_memory, limit> per_slot{};
+      std::atomic<int> out_of_range{0};
+      task_concurrency_limiter limiter(limit, priority::normal, pool);
+      constexpr int producers = 2;
+      constexpr int bursts = 300;
+      auto produce = [&](int seed) {
+        for (int burst = 0; burst < bursts; ++burst) {
+          for (int i = 0; i < 1 + (burst + seed) % 3; ++i) {
+            std::array<char, task_memory_padding> past_the_pool{};
+            limiter.push("handed over", [&per_slot, &out_of_range, past_the_pool](std::uint32_t slot) {
+              if (slot >= limit) {
+                out_of_range.fetch_add(1, std::memory_order_relaxed);  // relaxed: must order nothing
+                return;
+              }
+              per_slot[slot].pieces += 1 + past_the_pool[0];
+            });
+          }
+          const auto gap = std::chrono::steady_clock::now() + std::chrono::microseconds((burst * 7 + seed) % 5);
+          while (std::chrono::steady_clock::now() < gap) std::this_thread::yield();
+        }
+      };
+      std::thread other(produce, 1);
+      produce(0);
+      other.join();
+      CHECK(limiter.wait(std::chrono::seconds(30)));
+      long expected = 0;
+      for (int seed = 0; seed < producers; ++seed) {
+        for (int burst = 0; burst < bursts; ++burst) expected += 1 + (burst + seed) % 3;
+      }
+      CHECK(out_of_range.load() == 0);
+      CHECK(per_slot[0].pieces + per_slot[1].pieces == expected);
     }
   }
 }

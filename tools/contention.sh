@@ -2,11 +2,11 @@
 # Contention in counts: builds the counting build (meson -Dcounting=enabled, a release build
 # in build/contention) and prints, at 2, 4, 8 and 16 threads, the read-modify-writes on
 # shared atomics, the fences and the cache-line moves between threads per call site,
-# normalised per task, per tick and per parallel_for chunk, for an empty-task batch (attached
-# and not), one-at-a-time launches, a tick frame and a parallel_for
-# (bench/contention/magpie.cpp). Counts, not times: a machine with fewer cores runs the
-# threads oversubscribed and counts the same operations, save what idle threads do while
-# they search. See docs/scheduler.md, "Contention".
+# normalised per task, per tick, per parallel_for chunk and per limited piece, for an
+# empty-task batch (attached and not), one-at-a-time launches, a tick frame, a parallel_for
+# and the concurrency limiter's throughput rows (bench/contention/magpie.cpp). Counts, not
+# times: a machine with fewer cores runs the threads oversubscribed and counts the same
+# operations, save what idle threads do while they search. See docs/scheduler.md, "Contention".
 #   tools/contention.sh                     2 4 8 16 threads, full sizes (about a minute on 2 cores)
 #   tools/contention.sh --threads 2 4       other thread counts
 #   tools/contention.sh --quick             smaller sizes

@@ -1,14 +1,18 @@
 // Contention in counts (the counting build, magpie/detail/counted_atomic.h; run through
 // tools/contention.sh): for each thread count, the read-modify-writes on shared atomics,
-// the fences and the cache-line moves between threads that each of four workloads makes,
+// the fences and the cache-line moves between threads that each workload makes,
 // per call site, normalised per unit of work:
 //   batch          2^20 empty tasks launched, then wait_all            per task
 //   batch_unattached  the same from a main thread not attached          per task
 //   one_at_a_time  an empty task launched and waited for, repeatedly   per task
 //   tick_frame     frames of the tick benchmark's population          per tick run
 //   parallel_for   loops of a body of a few nanoseconds               per chunk (batch of iterations)
+//   limiter_n2, _n4  2^17 pieces pushed into a concurrency limiter of N by an unattached
+//                  main, then wait (bench/coroutine's limiter rows)     per piece
+//   limiter_n4_from_all  the same, N = 4, pushed from every thread      per piece
 // Counts, not times: the figures are the same on 2 cores as on 16, save what idle threads
 // do while they search (their loads and the moves those cause vary with timing).
+#include <magpie/concurrency_limiter.h>
 #include <magpie/magpie.h>
 #include <magpie/detail/counted_atomic.h>
 
@@ -16,8 +20,10 @@
 #include "../tick/workload.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -264,6 +270,40 @@ int main(int argc, char** argv) {
               magpie::wait_all(handles);
               handles.clear();
               return std::uint64_t{batch};
+            }},
+           threads);
+  }
+  // The limiter rows as bench/coroutine runs them: one unattached thread pushes every piece
+  // (a counter's increment), then waits; the workers run the limiter's tasks.
+  const std::size_t limited = chosen.quick ? (1u << 14) : (1u << 17);
+  for (unsigned threads : chosen.threads) {
+    magpie::scheduler pool(bench::magpie_options(threads));
+    for (std::uint32_t limit : {2u, 4u}) {
+      record({"limiter_n" + std::to_string(limit) + ": 2^" + std::to_string(std::bit_width(limited) - 1) +
+                  " pieces pushed from an unattached main, then wait",
+              "piece",
+              [&, limit] {
+                bench::padded_atomic<std::size_t> ran{0};
+                magpie::task_concurrency_limiter limiter(limit, magpie::priority::normal, pool);
+                for (std::size_t i = 0; i < limited; ++i) {
+                  limiter.push("limited", [&ran](std::uint32_t) { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+                }
+                if (!limiter.wait() || ran.load() != limited) std::abort();
+                return std::uint64_t{limited};
+              }},
+             threads);
+    }
+    record({"limiter_n4_from_all: 2^" + std::to_string(std::bit_width(limited) - 1) +
+                " pieces pushed from every thread (a parallel_for's bodies), then wait",
+            "piece",
+            [&] {
+              bench::padded_atomic<std::size_t> ran{0};
+              magpie::task_concurrency_limiter limiter(4, magpie::priority::normal, pool);
+              magpie::parallel_for(limited, [&](std::size_t) {
+                limiter.push("limited", [&ran](std::uint32_t) { ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait
+              });
+              if (!limiter.wait() || ran.load() != limited) std::abort();
+              return std::uint64_t{limited};
             }},
            threads);
   }

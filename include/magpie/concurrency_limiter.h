@@ -11,9 +11,10 @@
 // push queues the work; it runs as a task of the limiter's priority once fewer than N
 // pieces run. Each piece gets a slot in [0, N), unique among the pieces running at that
 // moment, to index a fixed-size array of per-slot state. A piece that finishes takes the
-// next queued piece on the same thread, in the same task. Nothing here takes a lock: the
-// slots in use and the queued count share one atomic word, free slot indices are bits, and
-// queued work waits in a lock-free queue.
+// next queued piece on the same thread, in the same task. Nothing here takes a lock: pieces
+// are counted where they are pushed and where they finish, each thread or slot on a cache
+// line of its own, one atomic word counts the slots in use (written only when a slot changes
+// hands), free slot indices are bits, and queued work waits in a lock-free queue.
 //
 // wait() returns once every pushed piece has run; from any thread, a worker included: it
 // runs queued pieces itself when a slot is free, and takes back (retracts) a started-but-

@@ -157,7 +157,7 @@ std::array<std::uint64_t, state::site_count> injections() noexcept {
 std::string_view name(site where) noexcept {
   static constexpr std::string_view names[] = {
       "deque_push",  "deque_pop", "deque_steal", "task_launch",   "execution_claim", "completion",
-      "subsequents_close", "park", "wake", "wait_block", "pipe_handover", "named_queue"};
+      "subsequents_close", "park", "wake", "wait_block", "pipe_handover", "named_queue", "limiter_handover"};
   static_assert(std::size(names) == state::site_count);
   auto index = static_cast<std::size_t>(where);
   return index < std::size(names) ? names[index] : "unknown";

@@ -30,6 +30,7 @@ enum class site : std::uint8_t {
   wait_block,         // a waiter about to block on a task
   pipe_handover,      // a pipe's running task done, the next one not yet handed on
   named_queue,        // work for a named thread about to be queued
+  limiter_handover,   // a limiter slot's bit freed, the slot not yet given back
   count_,
 };
 
