@@ -115,7 +115,7 @@ SUITES = {
     "lib/scheduler/task_census.h": ["task", "scheduler"],
     "lib/scheduler/lent_deques.cpp": ["lent_deques", "scheduler"],
     "lib/scheduler/named_thread.cpp": ["named_thread", "named_thread_shutdown", "scheduler"],
-    "lib/tasks/concurrency_limiter.cpp": ["concurrency_limiter"],
+    "lib/tasks/concurrency_limiter.cpp": ["concurrency_limiter", "concurrency_limiter_handover"],
 }
 
 OPS = ("load", "store", "exchange", "fetch_add", "fetch_sub", "fetch_or", "fetch_and",
