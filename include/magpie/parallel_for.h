@@ -9,7 +9,9 @@
 // thread, or sixteen when `unbalanced` says iterations differ in cost). Batches are spread
 // by recursive halving: a task takes a range of batches, spawns its upper half as a child
 // and keeps the lower half, until one batch is left — so idle workers steal big halves and
-// the caller works through its own. The calling thread takes part and returns when every
+// the caller works through its own. Each range's children belong to a task_group of the
+// thread that splits it, so halves a thread takes back itself cost no shared counter; only
+// a stolen half does. The calling thread takes part and returns when every
 // iteration ran; the first exception an iteration threw is rethrown (the batch it was in
 // stops; every other batch still runs). A loop runs on the scheduler the calling thread
 // works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
