@@ -281,23 +281,13 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
     // Each look reads the other threads' deque ends, which costs their next push or pop a
     // cache-line transfer; looking ever less often (up to every max_spin_pauses pauses) keeps a spinning
     // worker from slowing a thread that launches and waits for one task at a time.
-    // Past spin_for (a longer spin, search_spin) the worker yields between looks instead:
-    // where threads outnumber cores, a spinner holding a core would slow the very threads
-    // that make the work it waits for.
-    const auto began = std::chrono::steady_clock::now();
-    const auto yield_after = began + options.spin_for;
-    const auto give_up = began + spin;
-    auto now = began;
+    auto give_up = std::chrono::steady_clock::now() + spin;
     int pauses = 16;
     do {
-      if (now < yield_after) {
-        for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
-        pauses = std::min(pauses * 2, max_spin_pauses);
-      } else {
-        std::this_thread::yield();
-      }
+      for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
+      pauses = std::min(pauses * 2, max_spin_pauses);
       item = find_work(&self);
-    } while (item == nullptr && (now = std::chrono::steady_clock::now()) < give_up);
+    } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
   }
   // relaxed: the fence that follows (the hand-on's, or the park's prepare_wait) orders it
   // before this thread's next look, against wake_kind's fence
