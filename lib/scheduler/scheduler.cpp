@@ -268,7 +268,8 @@ std::chrono::microseconds scheduler::impl::search_spin(worker& self) const noexc
   return stole ? options.spin_for * spin_after_steal : options.spin_for;
 }
 
-work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken, std::chrono::microseconds spin) {
+work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken,
+                                    std::chrono::microseconds spin) {
   std::atomic<std::uint32_t>& searchers = searching[index_of(self.kind)];
   searchers.fetch_add(1, std::memory_order_relaxed);  // relaxed: the fence below publishes it
   // Dekker with wake_kind's fence: a launcher that reads the count raised pushed before
@@ -370,7 +371,9 @@ void scheduler::impl::run_worker(worker& self) {
       detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_entered, this);
     }
     work_item* item = was_woken ? nullptr : find_work(&self);
-    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) item = search(self, wake, was_woken, search_spin(self));
+    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) {
+      item = search(self, wake, was_woken, search_spin(self));
+    }
     if (item != nullptr) {
       execute(item, &self);
       continue;
