@@ -111,7 +111,7 @@ TEST_CASE("scheduler: a worker that stole keeps looking four times spin_for befo
   options.spin_for = std::chrono::milliseconds(10);
   scheduler pool(options);
   bool measured = false;
-  for (int attempt = 0; attempt < 20 && !measured; ++attempt) {
+  for (int attempt = 0; attempt < 50 && !measured; ++attempt) {
     CAPTURE(attempt);
     wait_until_all_parked(pool);
     std::uint64_t stolen_before = pool.counters().stolen;
