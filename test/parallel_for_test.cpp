@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace magpie;
@@ -158,6 +159,103 @@ TEST_CASE("parallel_for: nested loops") {
   for (auto& each : cells) CHECK(each.load() == 1);
 }
 
+namespace {
+
+// thread_number is a small number for the calling thread, the same on every call.
+int thread_number() {
+  static std::atomic<int> next{0};
+  thread_local int mine = next.fetch_add(1, std::memory_order_relaxed);  // relaxed: only distinct values matter
+  return mine;
+}
+
+// uneven_work spins for a cost that varies with `i` by a factor of about 100.
+std::uint64_t uneven_work(std::size_t i) {
+  std::uint64_t state = i + 1;
+  std::size_t steps = 8 + (i * 2654435761u) % 800;
+  for (std::size_t step = 0; step < steps; ++step) state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for: unbalanced bodies: every index once, each batch whole on one thread") {
+  // Halves are split again by whichever thread took them: the batches a plan cuts must
+  // still each run once, whole, on one thread, however the halves travel.
+  for (unsigned workers : test::wide_worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    for (parallel_for_options options : {parallel_for_options{}, parallel_for_options{.unbalanced = true},
+                                         parallel_for_options{.min_batch_size = 3}}) {
+      CAPTURE(options.unbalanced);
+      CAPTURE(options.min_batch_size);
+      constexpr std::size_t count = 20'011;
+      std::vector<std::atomic<int>> hits(count);
+      std::vector<std::atomic<int>> ran_on(count);
+      std::vector<std::atomic<std::uint64_t>> results(count);
+      detail::loop_plan plan = pool.execute([&] {
+        parallel_for(count, [&](std::size_t i) {
+          results[i].store(uneven_work(i), std::memory_order_relaxed);  // relaxed: read after the loop
+          ran_on[i].store(thread_number(), std::memory_order_relaxed);  // relaxed: as above
+          hits[i].fetch_add(1, std::memory_order_relaxed);  // relaxed: as above
+        }, options);
+        return detail::plan_loop(count, options);
+      });
+      REQUIRE(plan.batches >= 1);
+      std::size_t wrong_hits = 0;
+      std::size_t wrong_results = 0;
+      std::size_t batches_split = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (hits[i].load() != 1) ++wrong_hits;
+        if (results[i].load() != uneven_work(i)) ++wrong_results;
+        bool same_batch_as_previous = i % plan.batch != 0;
+        if (same_batch_as_previous && ran_on[i].load() != ran_on[i - 1].load()) ++batches_split;
+      }
+      CHECK(wrong_hits == 0);
+      CHECK(wrong_results == 0);
+      CHECK(batches_split == 0);
+    }
+  }
+}
+
+TEST_CASE("parallel_for: a throw in every batch rethrows one; each batch stops at its throw and the rest run") {
+  // The halves a thread splits further are joined by that thread, which rethrows into the
+  // half above it: one exception must come out of the loop, from a batch that threw, and
+  // every batch must have run up to its throw, whichever thread held it.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    for (std::size_t throwing_offset : {std::size_t{0}, std::size_t{4}}) {
+      CAPTURE(throwing_offset);
+      constexpr std::size_t count = 4000;
+      std::vector<std::atomic<int>> hits(count);
+      auto [message, plan] = pool.execute([&] {
+        detail::loop_plan made = detail::plan_loop(count, {.min_batch_size = 10});
+        std::string caught;
+        try {
+          parallel_for(count, [&](std::size_t i) {
+            hits[i].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the loop
+            if (i % made.batch == throwing_offset) throw std::runtime_error(std::to_string(i / made.batch));
+          }, {.min_batch_size = 10});
+        } catch (const std::runtime_error& error) {
+          caught = error.what();
+        }
+        return std::make_pair(caught, made);
+      });
+      REQUIRE_FALSE(message.empty());
+      std::size_t thrower = std::stoul(message);
+      CHECK(thrower < plan.batches);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        int expected = i % plan.batch <= throwing_offset ? 1 : 0;
+        if (hits[i].load() != expected) ++wrong;
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("parallel_reduce: equals the serial fold, in order, for an associative non-commutative combine") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
@@ -215,6 +313,43 @@ TEST_CASE("parallel_for stress: many loops from many tasks at once" * doctest::t
       }
       wait_all(loops);
       CHECK(total.load() == 32L * 2000 * 1999 / 2);
+    }
+  }
+}
+
+TEST_CASE("parallel_for stress: unbalanced loops from every thread at once, some throwing" * doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : {1u, 2u, 4u, 8u}) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr int loop_count = 24;
+      constexpr std::size_t count = 3000;
+      std::vector<std::vector<std::atomic<int>>> hits(loop_count);
+      for (auto& each : hits) each = std::vector<std::atomic<int>>(count);
+      std::atomic<int> caught{0};
+      std::vector<task<>> loops;
+      for (int loop = 0; loop < loop_count; ++loop) {
+        loops.push_back(pool.launch("loop", [&, loop] {
+          bool throws = loop % 3 == 0;
+          try {
+            parallel_for(count, [&](std::size_t i) {
+              hits[static_cast<std::size_t>(loop)][i].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after wait_all
+              (void)uneven_work(i % 97);
+              if (throws && i == count - 1) throw std::runtime_error("last");
+            }, {.unbalanced = loop % 2 == 0});
+          } catch (const std::runtime_error&) {
+            caught.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after wait_all
+          }
+        }));
+      }
+      wait_all(loops);
+      CHECK(caught.load() == loop_count / 3);
+      std::size_t wrong = 0;
+      for (auto& each : hits) {
+        for (auto& hit : each) wrong += hit.load() == 1 ? 0 : 1;
+      }
+      CHECK(wrong == 0);
     }
   }
 }

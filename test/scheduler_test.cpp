@@ -101,6 +101,39 @@ TEST_CASE("scheduler: the longest spin_for is bounded: idle workers still park, 
   }
 }
 
+TEST_CASE("scheduler: a worker that stole keeps looking four times spin_for before it parks, then parks") {
+  // A loop's halves, a fork-join's children come as pieces to steal, one after another: a
+  // worker that stole is still looking at twice spin_for after its stolen job ended, where
+  // one that only spun spin_for would have parked. A look taken so late that the longer
+  // spin may have ended too (a loaded machine) tells nothing: that round is repeated.
+  using clock = std::chrono::steady_clock;
+  scheduler_options options = pool_of(1);
+  options.spin_for = std::chrono::milliseconds(10);
+  scheduler pool(options);
+  bool measured = false;
+  for (int attempt = 0; attempt < 50 && !measured; ++attempt) {
+    CAPTURE(attempt);
+    wait_until_all_parked(pool);
+    std::uint64_t stolen_before = pool.counters().stolen;
+    std::atomic<bool> done{false};
+    std::atomic<clock::rep> ended{0};
+    launch(pool, [&] {  // from a thread of no scheduler: onto a deque the worker steals from
+      ended.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);  // relaxed: published by `done`
+      done.store(true, std::memory_order_release);  // release: pairs with the acquire below
+    });
+    wait_until([&] { return done.load(std::memory_order_acquire); });  // acquire: pairs with the job's release
+    const clock::time_point end{clock::duration(ended.load(std::memory_order_relaxed))};  // relaxed: ordered by `done`
+    std::this_thread::sleep_until(end + 2 * options.spin_for);
+    auto now = pool.counters();
+    if (clock::now() - end >= 3 * options.spin_for) continue;  // too late to tell (see above)
+    measured = true;
+    CHECK(now.stolen == stolen_before + 1);
+    CHECK(now.parked_workers == 0);
+  }
+  CHECK(measured);
+  wait_until_all_parked(pool);  // the longer spin ends too: the watchdog fails a worker that never parks
+}
+
 TEST_CASE("scheduler: at most 256 are alive at once; the 257th is refused, and a freed slot is used again") {
   // A task names its scheduler by a one-byte slot: creation past the limit must fail loudly.
   std::vector<std::unique_ptr<scheduler>> alive;

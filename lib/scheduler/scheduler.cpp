@@ -33,6 +33,11 @@ constexpr unsigned max_overflow_standby = 64;
 // max_spin_pauses caps the pause instructions between two looks for work while spinning.
 constexpr int max_spin_pauses = 128;
 
+// spin_after_steal multiplies spin_for for a worker that stole since its last search: loops
+// and fork-join trees hand out their work as pieces to steal, and a worker that parks
+// between two of them pays a park and a wake (a barrier and two futex calls) per piece.
+constexpr int spin_after_steal = 4;
+
 std::uint64_t next_random(std::uint64_t& state) noexcept {  // xorshift64
   state ^= state << 13;
   state ^= state >> 7;
@@ -255,7 +260,16 @@ bool scheduler::impl::execute(work_item* item, worker* self) {
   return item->handler(item, detail::work_action::run);
 }
 
-work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken) {
+std::chrono::microseconds scheduler::impl::search_spin(worker& self) const noexcept {
+  // relaxed: the worker's own counter (worker::count)
+  std::uint64_t stolen_now = self.stolen.load(std::memory_order_relaxed);
+  bool stole = std::exchange(self.stolen_before_search, stolen_now) != stolen_now;
+  // options.spin_for is at most 10 ms (the constructor), so the product cannot overflow.
+  return stole ? options.spin_for * spin_after_steal : options.spin_for;
+}
+
+work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bool woken,
+                                    std::chrono::microseconds spin) {
   std::atomic<std::uint32_t>& searchers = searching[index_of(self.kind)];
   searchers.fetch_add(1, std::memory_order_relaxed);  // relaxed: the fence below publishes it
   // Dekker with wake_kind's fence: a launcher that reads the count raised pushed before
@@ -264,11 +278,11 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
   // A worker just woken looks at once; one whose look just failed first pauses (each look
   // costs the deques' owners a cache-line transfer, below).
   work_item* item = woken ? find_work(&self) : nullptr;
-  if (item == nullptr && options.spin_for.count() > 0) {
+  if (item == nullptr && spin.count() > 0) {
     // Each look reads the other threads' deque ends, which costs their next push or pop a
     // cache-line transfer; looking ever less often (up to every max_spin_pauses pauses) keeps a spinning
     // worker from slowing a thread that launches and waits for one task at a time.
-    auto give_up = std::chrono::steady_clock::now() + options.spin_for;
+    auto give_up = std::chrono::steady_clock::now() + spin;
     int pauses = 16;
     do {
       for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
@@ -357,7 +371,9 @@ void scheduler::impl::run_worker(worker& self) {
       detail::tracing::trace_point(detail::tracing::scheduler, detail::tracing::event_kind::standby_entered, this);
     }
     work_item* item = was_woken ? nullptr : find_work(&self);
-    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) item = search(self, wake, was_woken);
+    if (item == nullptr && (was_woken || options.spin_for.count() > 0)) {
+      item = search(self, wake, was_woken, search_spin(self));
+    }
     if (item != nullptr) {
       execute(item, &self);
       continue;

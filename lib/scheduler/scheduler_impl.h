@@ -57,6 +57,7 @@ struct worker {
   std::uint64_t random_state = 0;
   std::atomic<std::uint64_t> executed{0};
   std::atomic<std::uint64_t> stolen{0};
+  std::uint64_t stolen_before_search = 0;  // owner-only: `stolen` when the last search began
   std::thread thread;
 
   void count(std::atomic<std::uint64_t>& counter) {
@@ -310,7 +311,12 @@ struct scheduler::impl {
   // finds work as the last searcher hands the search on (hand_on_search): that launch may
   // have queued more than it took.
   // `woken`: the worker has just returned from its park (else its first look just failed).
-  work_item* search(worker& self, detail::event_count<>& wake, bool woken);
+  // `spin`: how long it keeps looking (search_spin).
+  work_item* search(worker& self, detail::event_count<>& wake, bool woken, std::chrono::microseconds spin);
+  // search_spin is how long `self`'s next search spins: options.spin_for, longer for a
+  // worker that stole since its last search (its work came in pieces taken from others, as
+  // a loop's halves or a fork-join's children do: more is likely to follow shortly).
+  std::chrono::microseconds search_spin(worker& self) const noexcept;
   // hand_on_search wakes a parked worker of `kind` to search next, unless one searches;
   // `fenced`: the caller's last atomic operation was a read-modify-write (fence_after_atomic).
   void hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced);
