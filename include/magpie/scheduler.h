@@ -110,8 +110,9 @@ struct scheduler_options {
   std::optional<thread_count> max_standby_workers{};
   // spin_for is how long an idle worker keeps looking before it parks: long enough that a
   // producer launching one job at a time does not pay a futex wake per job, short enough
-  // to leave an idle process at ~0 % CPU. Values above 10 ms are taken as 10 ms
-  // (an idle worker still parks); zero or less: no spin.
+  // to leave an idle process at ~0 % CPU. A worker that stole since its last search spins
+  // four times as long (docs/scheduler.md, "Idle → parked"). Values above 10 ms are taken
+  // as 10 ms (an idle worker still parks); zero or less: no spin.
   std::chrono::microseconds spin_for{50};
   std::function<void(const worker_info&)> on_worker_start{};  // run on each worker thread first (names, affinity, profilers)
   std::function<void(const worker_info&)> on_worker_exit{};   // run on each worker thread last
