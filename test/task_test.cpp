@@ -251,6 +251,66 @@ TEST_CASE("task: a chain runs hop by hop, whether or not anything else holds the
   }
 }
 
+TEST_CASE("task: a prerequisite handed over by rvalue empties the handle; the task still runs after it") {
+  // The link keeps the handle's reference (lib/tasks/task_launch.cpp, link_only_prerequisite)
+  // when it is the prerequisite's only handle; else, or when the prerequisite is complete
+  // already, the launch holds the handle until it returns and then lets it go.
+  for (unsigned workers : test::worker_counts) {
+    for (placement where : {placement(), run_inline}) {
+      CAPTURE(workers);
+      CAPTURE(where.kind() == detail::task_kind::inline_run);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      std::atomic<int> step{0};
+      task_event gate("gate", pool);
+      task<int> first = pool.launch("first", [&step] { return step.fetch_add(1) == 0 ? 5 : -1; }, gate);
+      task<int> second = pool.launch("second", [&step] { return step.fetch_add(1) == 1 ? 6 : -1; }, std::move(first), where);
+      CHECK_FALSE(first.is_valid());  // NOLINT(bugprone-use-after-move): emptied by the launch
+      CHECK_FALSE(second.is_completed());
+      // A prerequisite with another handle: the launch takes the moved one, the copy stays.
+      task<int> shared = pool.launch("shared", [] { return 7; }, gate);
+      task<int> copy = shared;
+      task<int> third = pool.launch("third", [&copy] { return copy.get_result() + 1; }, std::move(shared), where);
+      CHECK_FALSE(shared.is_valid());  // NOLINT(bugprone-use-after-move)
+      CHECK(copy.is_valid());
+      gate.trigger();
+      CHECK(second.get_result() == 6);
+      CHECK(third.get_result() == 8);
+      CHECK(copy.get_result() == 7);
+      // Complete already, or invalid: the task runs at once (inline) or soon (queued).
+      task<int> done = make_completed_task(3);
+      task<int> after_done = pool.launch("after done", [] { return 4; }, std::move(done), where);
+      CHECK_FALSE(done.is_valid());  // NOLINT(bugprone-use-after-move)
+      CHECK(after_done.get_result() == 4);
+      task<int> nothing;
+      CHECK(pool.launch("after nothing", [] { return 9; }, std::move(nothing), where).get_result() == 9);
+    }
+  }
+}
+
+TEST_CASE("task: an inline task's one prerequisite is freed once the completion that ran the task ends") {
+  // The completer takes over the task's reference to the prerequisite and drops it with its
+  // own (lib/tasks/task.cpp, release_subsequents): nothing of the prerequisite is left after.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::int64_t before = detail::live_tasks();
+    task<> last;
+    {
+      task_event gate("gate", pool);
+      task<int> first = pool.launch("first", [] { return 1; }, gate);
+      last = pool.launch("inline", [] {}, first, run_inline);
+      gate.trigger();
+    }  // the gate's and first's handles go: only `last`'s reference holds first now
+    last.wait();
+    // first and the gate go with their completions (the gate's at once, first's at the end of
+    // the completion that ran `last`, on whichever thread ran first).
+    for (int i = 0; i < 10000 && detail::live_tasks() != before + 1; ++i) std::this_thread::yield();
+    CHECK(detail::live_tasks() == before + 1);
+  }
+}
+
 TEST_CASE("task: run_inline runs on the thread that removes the last lock") {
   no_leaks leaks;
   scheduler pool(test::options_with(2));
@@ -732,6 +792,36 @@ TEST_CASE("task stress: a subsequent launched just before the prerequisite's las
       go[i].store(true);
       subsequents.push_back(pool.launch("subsequent", [&ran] { ran.fetch_add(1); }, prerequisite));
     }  // each prerequisite's last handle goes here, as it completes
+    CHECK(wait_all(subsequents, std::chrono::seconds(30)));
+    CHECK(ran.load() == rounds);
+  }
+}
+
+TEST_CASE("task stress: a prerequisite handed over by rvalue while it completes on a worker is freed once" *
+          doctest::test_suite("stress")) {
+  // The launch links first and uncounts the handle after (task_base.h, "Who frees a task"):
+  // meanwhile the prerequisite may complete on a worker, run the inline subsequent and let
+  // go of the link's reference. Whichever of the two leaves the count at zero frees it,
+  // once (ASan: no use after free; no_leaks: nothing left).
+  for (unsigned workers : {1u, 2u, 8u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    const int rounds = 20000 * test::stress_repeat();
+    std::atomic<int> ran{0};
+    std::vector<task<int>> subsequents;
+    subsequents.reserve(static_cast<std::size_t>(rounds));
+    std::vector<std::atomic<bool>> go(static_cast<std::size_t>(rounds));
+    for (std::size_t i = 0; i < go.size(); ++i) {
+      task<int> prerequisite = pool.launch("prerequisite", [&flag = go[i], i] {
+        while (!flag.load()) detail::cpu_relax();
+        return static_cast<int>(i);
+      });
+      go[i].store(true);
+      subsequents.push_back(pool.launch("subsequent", [&ran] { return ran.fetch_add(1) >= 0 ? 1 : 0; },
+                                        std::move(prerequisite), i % 2 == 0 ? run_inline : placement()));
+      CHECK_FALSE(prerequisite.is_valid());  // NOLINT(bugprone-use-after-move)
+    }
     CHECK(wait_all(subsequents, std::chrono::seconds(30)));
     CHECK(ran.load() == rounds);
   }

@@ -81,10 +81,13 @@ void schedule(task_base* task) noexcept {
 }
 
 // execute runs a task whose execution this thread won (`began`), and completes it unless
-// nested tasks are still running.
-void execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
+// nested tasks are still running. Returns how many references to `task` its completion took
+// over from inline subsequents that began in it (ready_loop::finish): the caller drops them
+// with its own.
+std::uint32_t execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
   run_body(task, began);
-  if (end_body(task) == part_outcome::finished) ready_loop(next_slot).complete_ran(task);
+  if (end_body(task) != part_outcome::finished) return 0;
+  return ready_loop(next_slot).complete_ran_keeping_references(task);
 }
 
 // is_only_prerequisite says whether `prerequisite` is the one prerequisite `task` has.
@@ -149,6 +152,7 @@ bool run_queued(work_item* item, work_action action) noexcept {
   }
   while (current.task != nullptr) {
     next_task next;
+    std::uint32_t taken_over = 0;  // references its completion took over (execute)
     if (began(current.claim)) {
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
@@ -156,16 +160,15 @@ bool run_queued(work_item* item, work_action action) noexcept {
       // a launcher may still be writing them, and pulling them over early slowed a wavefront
       // built while it ran by a third.
       if (task_edge* newest = current.task->subsequents.newest_while_open()) __builtin_prefetch(newest);
-      execute(current.task, current.claim, &next);
+      taken_over = execute(current.task, current.claim, &next);
     }  // else a waiter retracted it
     if (holds_prerequisites(next.claim) && is_only_prerequisite(current.task, next.task)) {
       // A chain's hop: the next task would drop its reference to this one as it starts.
       // Drop it here with the queue's (or the slot's), in one go.
       next.claim = begin_outcome::began;
-      drop_reference_inline(current.task, 2);
-    } else {
-      drop_reference_inline(current.task);  // the reference the queue (or the slot) held
+      ++taken_over;
     }
+    drop_reference_inline(current.task, 1 + taken_over);  // with the one the queue (or the slot) held
     current = next;
     // A task the ready loop left in the slot without beginning it is claimed here.
     if (current.task != nullptr && !began(current.claim)) current.claim = current.task->state.try_begin();
@@ -415,15 +418,18 @@ void ready_loop::drain_queued() noexcept {
   while (queued_here_ != 0 || spilled_) {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
-    finish(task);
-    if (task->kind() != task_kind::queued) drop_reference_inline(task);  // the system's: events and inline tasks end here
-    if ((tagged & 1u) != 0) drop_reference_inline(task);
+    std::uint32_t dropped = finish(task);  // the references its completion took over
+    if (task->kind() != task_kind::queued) ++dropped;  // the system's: events and inline tasks end here
+    if ((tagged & 1u) != 0) ++dropped;
+    // In one go: a chain's link is then freed by a load, without a read-modify-write.
+    if (dropped != 0) drop_reference_inline(task, dropped);
   }
 }
 
 // release_subsequents acts on the edges a close took from a task's subsequent list (newest
 // first): each subsequent loses the lock, part or trigger the edge stood for.
-void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
+std::uint32_t ready_loop::release_subsequents(task_edge* newest_first) noexcept {
+  std::uint32_t taken_over = 0;
   task_edge* in_order = nullptr;  // registration order: first launched, first released
   while (newest_first != nullptr) {
     task_edge* next = subsequent_list<task_edge>::next_of(newest_first);
@@ -464,6 +470,13 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
       // read-modify-write where remove_locks and try_begin take two) and runs here.
       begin_outcome claim = begin_outcome::refused;
       if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
+      if (holds_prerequisites(claim) && is_only_prerequisite(in_order->prerequisite, subsequent)) {
+        // Its one reference to the completing task goes to the completer, which holds one
+        // of its own until the completion is done (its inline subsequents' runs included):
+        // it drops the two together, and a chain's link goes without a read-modify-write.
+        claim = begin_outcome::began;
+        ++taken_over;
+      }
       if (began(claim)) {
         run_inline(*this, subsequent, claim);
       } else {
@@ -482,9 +495,10 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
     }
     in_order = next;
   }
+  return taken_over;
 }
 
-void ready_loop::finish(task_base* task) noexcept {
+std::uint32_t ready_loop::finish(task_base* task) noexcept {
   tracing::trace_point(tracing::task, event_kind::task_completed, task);
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   if (task->extras != nullptr) settle_extras(task);
@@ -494,8 +508,9 @@ void ready_loop::finish(task_base* task) noexcept {
   // After close: pairs with the waiter's flag-then-check. Before the subsequents are
   // released: an inline one runs here, for as long as it likes, and the task is complete.
   if (waiter_flagged(task)) waiters_of(task).notify_all();
-  release_subsequents(newest_first);
+  std::uint32_t taken_over = release_subsequents(newest_first);
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
+  return taken_over;
 }
 
 }  // namespace magpie::detail

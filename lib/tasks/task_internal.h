@@ -59,26 +59,33 @@ class ready_loop {
   }
 
   // complete_ran completes a queued task whose body ran on this thread (end_body said
-  // it finished), then drains what that makes ready.
-  void complete_ran(task_base* task) noexcept {
-    finish(task);
+  // it finished), then drains what that makes ready. The caller holds a reference to it.
+  void complete_ran(task_base* task) noexcept;
+
+  // complete_ran_keeping_references is complete_ran for a caller that drops its own
+  // reference right after: it returns how many references the completion took over
+  // (finish), for the caller to drop with its own in one go.
+  [[nodiscard]] std::uint32_t complete_ran_keeping_references(task_base* task) noexcept {
+    std::uint32_t taken_over = finish(task);
     drain();
+    return taken_over;
   }
 
   // close_left_open closes the subsequent list of a task finished open by the waiter that
   // took it back (lib/tasks/wait_retraction.cpp, finish_open), and releases what it held:
-  // nothing when another thread closed it first. Then drains.
-  void close_left_open(task_base* task) noexcept {
-    release_subsequents(task->subsequents.close());
-    drain();
-  }
+  // nothing when another thread closed it first. Then drains. The caller holds a reference.
+  void close_left_open(task_base* task) noexcept;
 
  private:
   void ready(task_base* task) noexcept;
   bool began_as_last_unlock(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
-  void finish(task_base* task) noexcept;
-  void release_subsequents(task_edge* newest_first) noexcept;
+  // finish completes `task` (closes its list, releases its subsequents) and returns how
+  // many references to it it took over: an inline subsequent whose one prerequisite it is,
+  // begun here, leaves its reference to the completer (the caller), which holds its own
+  // until the completion is done and drops them together.
+  std::uint32_t finish(task_base* task) noexcept;
+  std::uint32_t release_subsequents(task_edge* newest_first) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
@@ -119,10 +126,6 @@ class no_worker_nap {
 // exception nobody looked at, drops what it still holds, frees its extras and its block.
 void destroy_task(task_base* task) noexcept;
 
-// reference_mask picks the reference count out of task_base::references (the handles are
-// counted above it).
-inline constexpr std::uint64_t reference_mask = 0xffff'ffffu;
-
 // The *_inline functions are task_base.h's out-of-line ones (add_reference, drop_reference,
 // task_base::ensure_extras, edge_group::create_alone and destroy_alone, current_task)
 // expanded where they are called: the task files use them for every task, edge or nested
@@ -139,10 +142,45 @@ inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noex
     destroy_task(task);
     return;
   }
-  // acq_rel: the last releaser sees every other owner's writes before destroying
-  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
+  // acq_rel: the last releaser sees every other owner's writes before destroying. The whole
+  // word: a handle still counted with no reference left is a launch taking it over for its
+  // edge (hand_handle_to_edge), which destroys the task.
+  if (task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) == count) {
     destroy_task(task);
   }
+}
+
+// can_hand_handle_to_edge says whether a launch given the handle `task` is held by may pass
+// that handle's reference to its edge: it is the task's only handle (no other can be made:
+// copying takes one), so none of a last handle's duties can fall to it meanwhile, and it
+// has none now (a task, not an event; no reference left to the handles).
+inline bool can_hand_handle_to_edge(const task_base* task) noexcept {
+  // relaxed: the caller holds the handle; the count of handles only falls to 1 by other
+  // handles' drops, and hand_handle_to_edge's acq_rel orders those before a destruction
+  return task->kind() != task_kind::event && (task->references.load(std::memory_order_relaxed) >> 32) == 1 &&
+         !task->state.handles_hold_extra_reference();
+}
+
+// hand_handle_to_edge uncounts the handle of `task` whose reference now belongs to an edge
+// pushed to its subsequent list (can_hand_handle_to_edge held): the reference stays. If the
+// edge's subsequent already ran and let go of it, the word is left zero: the task goes.
+inline void hand_handle_to_edge(task_base* task) noexcept {
+  constexpr std::uint64_t handle_count = task_base::one_handle - task_base::one_reference;
+  // acq_rel: as a drop (pairs with every other owner's); the completer's acquire look for
+  // handles (nobody_can_add_subsequents) pairs with it, after the push it follows
+  if (task->references.fetch_sub(handle_count, std::memory_order_acq_rel) == handle_count) destroy_task(task);
+}
+
+inline void ready_loop::complete_ran(task_base* task) noexcept {
+  if (std::uint32_t taken_over = finish(task); taken_over != 0) drop_reference_inline(task, taken_over);
+  drain();
+}
+
+inline void ready_loop::close_left_open(task_base* task) noexcept {
+  if (std::uint32_t taken_over = release_subsequents(task->subsequents.close()); taken_over != 0) {
+    drop_reference_inline(task, taken_over);
+  }
+  drain();
 }
 
 inline task_extras& ensure_extras_inline(task_base* task) {
