@@ -81,13 +81,10 @@ void schedule(task_base* task) noexcept {
 }
 
 // execute runs a task whose execution this thread won (`began`), and completes it unless
-// nested tasks are still running. Returns how many references to `task` its completion took
-// over from inline subsequents that began in it (ready_loop::finish): the caller drops them
-// with its own.
-std::uint32_t execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
+// nested tasks are still running.
+void execute(task_base* task, begin_outcome began, next_task* next_slot) noexcept {
   run_body(task, began);
-  if (end_body(task) != part_outcome::finished) return 0;
-  return ready_loop(next_slot).complete_ran_keeping_references(task);
+  if (end_body(task) == part_outcome::finished) ready_loop(next_slot).complete_ran(task);
 }
 
 // is_only_prerequisite says whether `prerequisite` is the one prerequisite `task` has.
@@ -152,7 +149,6 @@ bool run_queued(work_item* item, work_action action) noexcept {
   }
   while (current.task != nullptr) {
     next_task next;
-    std::uint32_t taken_over = 0;  // references its completion took over (execute)
     if (began(current.claim)) {
       // Its completion walks its subsequent list, which runs through the subsequents' own
       // blocks, one dependent miss per edge: start on the first while the body runs (a
@@ -160,15 +156,16 @@ bool run_queued(work_item* item, work_action action) noexcept {
       // a launcher may still be writing them, and pulling them over early slowed a wavefront
       // built while it ran by a third.
       if (task_edge* newest = current.task->subsequents.newest_while_open()) __builtin_prefetch(newest);
-      taken_over = execute(current.task, current.claim, &next);
+      execute(current.task, current.claim, &next);
     }  // else a waiter retracted it
     if (holds_prerequisites(next.claim) && is_only_prerequisite(current.task, next.task)) {
       // A chain's hop: the next task would drop its reference to this one as it starts.
       // Drop it here with the queue's (or the slot's), in one go.
       next.claim = begin_outcome::began;
-      ++taken_over;
+      drop_reference_inline(current.task, 2);
+    } else {
+      drop_reference_inline(current.task);  // the reference the queue (or the slot) held
     }
-    drop_reference_inline(current.task, 1 + taken_over);  // with the one the queue (or the slot) held
     current = next;
     // A task the ready loop left in the slot without beginning it is claimed here.
     if (current.task != nullptr && !began(current.claim)) current.claim = current.task->state.try_begin();
@@ -418,18 +415,62 @@ void ready_loop::drain_queued() noexcept {
   while (queued_here_ != 0 || spilled_) {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
-    std::uint32_t dropped = finish(task);  // the references its completion took over
-    if (task->kind() != task_kind::queued) ++dropped;  // the system's: events and inline tasks end here
-    if ((tagged & 1u) != 0) ++dropped;
-    // In one go: a chain's link is then freed by a load, without a read-modify-write.
+    taken_over_ = 0;  // release_inline may leave references to `task` here
+    finish(task);
+    // The system's reference (events and inline tasks end here), the caller's if tagged, and
+    // those the completion took over, in one go: a chain's link is freed by a load.
+    std::uint32_t dropped = taken_over_ + (task->kind() != task_kind::queued ? 1u : 0u) + static_cast<std::uint32_t>(tagged & 1u);
+    taken_over_ = not_draining;
     if (dropped != 0) drop_reference_inline(task, dropped);
+  }
+}
+
+// remove_lock removes the lock a prerequisite's (or the pipe's) edge stood for, and acts on
+// what is left.
+inline void ready_loop::remove_lock(task_base* subsequent) noexcept {
+  // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task with
+  // several prerequisites are not its last.
+  if (next_slot_ != nullptr && next_slot_->task == nullptr && subsequent->state.looks_like_last_lock() &&
+      began_as_last_unlock(subsequent)) {
+    return;
+  }
+  // Nothing here holds a reference to the subsequent: once the lock goes, another thread
+  // may remove the last one, run it and free it. So whether it is piped is read first,
+  // while the lock still keeps it (a piped task left with only its pipe's lock cannot run:
+  // that lock is this thread's to remove, in join_pipe).
+  bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
+  const unlock_outcome left = subsequent->state.remove_locks();
+  if (left == unlock_outcome::ready) {
+    ready(subsequent);
+  } else if (left == unlock_outcome::one_lock_left && piped) {
+    join_pipe(subsequent);
+  }
+}
+
+// release_inline removes the lock an inline task's edge stood for. The last lock: the task
+// begins in the CAS that removes it (one read-modify-write where remove_locks and try_begin
+// take two) and runs here. Out of line: a chain of queued tasks never comes here.
+void ready_loop::release_inline(const task_edge* edge) noexcept {
+  task_base* subsequent = edge->subsequent;
+  task_base* completing = edge->prerequisite;  // read first: once unlocked, the edge may go
+  begin_outcome claim = begin_outcome::refused;
+  if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
+  if (holds_prerequisites(claim) && taken_over_ != not_draining && is_only_prerequisite(completing, subsequent)) {
+    // Its one reference to the completing task goes to drain_queued, which holds one of its
+    // own until the completion is done, the inline runs included: it drops them together.
+    claim = begin_outcome::began;
+    ++taken_over_;
+  }
+  if (began(claim)) {
+    run_inline(*this, subsequent, claim);
+  } else {
+    remove_lock(subsequent);  // other locks remain (or the word moved meanwhile)
   }
 }
 
 // release_subsequents acts on the edges a close took from a task's subsequent list (newest
 // first): each subsequent loses the lock, part or trigger the edge stood for.
-std::uint32_t ready_loop::release_subsequents(task_edge* newest_first) noexcept {
-  std::uint32_t taken_over = 0;
+void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
   task_edge* in_order = nullptr;  // registration order: first launched, first released
   while (newest_first != nullptr) {
     task_edge* next = subsequent_list<task_edge>::next_of(newest_first);
@@ -437,27 +478,6 @@ std::uint32_t ready_loop::release_subsequents(task_edge* newest_first) noexcept 
     in_order = newest_first;
     newest_first = next;
   }
-  // remove_lock removes the lock a prerequisite's (or the pipe's) edge stood for, and acts
-  // on what is left.
-  auto remove_lock = [this](task_base* subsequent) {
-    // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task with
-    // several prerequisites are not its last.
-    if (next_slot_ != nullptr && next_slot_->task == nullptr && subsequent->state.looks_like_last_lock() &&
-        began_as_last_unlock(subsequent)) {
-      return;
-    }
-    // Nothing here holds a reference to the subsequent: once the lock goes, another thread
-    // may remove the last one, run it and free it. So whether it is piped is read first,
-    // while the lock still keeps it (a piped task left with only its pipe's lock cannot run:
-    // that lock is this thread's to remove, in join_pipe).
-    bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
-    const unlock_outcome left = subsequent->state.remove_locks();
-    if (left == unlock_outcome::ready) {
-      ready(subsequent);
-    } else if (left == unlock_outcome::one_lock_left && piped) {
-      join_pipe(subsequent);
-    }
-  };
   while (in_order != nullptr) {
     // Read everything first: once unlocked, the subsequent may run and free the edge.
     task_edge* next = subsequent_list<task_edge>::next_of(in_order);
@@ -466,22 +486,7 @@ std::uint32_t ready_loop::release_subsequents(task_edge* newest_first) noexcept 
     if (kind == edge_kind::prerequisite || kind == edge_kind::pipe) {
       remove_lock(subsequent);
     } else if (kind == edge_kind::inline_prerequisite) {
-      // The last lock of an inline task: it begins in the CAS that removes the lock (one
-      // read-modify-write where remove_locks and try_begin take two) and runs here.
-      begin_outcome claim = begin_outcome::refused;
-      if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
-      if (holds_prerequisites(claim) && is_only_prerequisite(in_order->prerequisite, subsequent)) {
-        // Its one reference to the completing task goes to the completer, which holds one
-        // of its own until the completion is done (its inline subsequents' runs included):
-        // it drops the two together, and a chain's link goes without a read-modify-write.
-        claim = begin_outcome::began;
-        ++taken_over;
-      }
-      if (began(claim)) {
-        run_inline(*this, subsequent, claim);
-      } else {
-        remove_lock(subsequent);  // other locks remain (or the word moved meanwhile)
-      }
+      release_inline(in_order);
     } else if (kind == edge_kind::nested) {
       hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
       if (end_part_of(subsequent) == part_outcome::finished) {
@@ -495,10 +500,9 @@ std::uint32_t ready_loop::release_subsequents(task_edge* newest_first) noexcept 
     }
     in_order = next;
   }
-  return taken_over;
 }
 
-std::uint32_t ready_loop::finish(task_base* task) noexcept {
+void ready_loop::finish(task_base* task) noexcept {
   tracing::trace_point(tracing::task, event_kind::task_completed, task);
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   if (task->extras != nullptr) settle_extras(task);
@@ -508,9 +512,8 @@ std::uint32_t ready_loop::finish(task_base* task) noexcept {
   // After close: pairs with the waiter's flag-then-check. Before the subsequents are
   // released: an inline one runs here, for as long as it likes, and the task is complete.
   if (waiter_flagged(task)) waiters_of(task).notify_all();
-  std::uint32_t taken_over = release_subsequents(newest_first);
+  release_subsequents(newest_first);
   if (task->extras != nullptr && task->extras->pipe != nullptr) pipe_access::task_finished(*task->extras->pipe, task);
-  return taken_over;
 }
 
 }  // namespace magpie::detail

@@ -59,37 +59,38 @@ class ready_loop {
   }
 
   // complete_ran completes a queued task whose body ran on this thread (end_body said
-  // it finished), then drains what that makes ready. The caller holds a reference to it.
-  void complete_ran(task_base* task) noexcept;
-
-  // complete_ran_keeping_references is complete_ran for a caller that drops its own
-  // reference right after: it returns how many references the completion took over
-  // (finish), for the caller to drop with its own in one go.
-  [[nodiscard]] std::uint32_t complete_ran_keeping_references(task_base* task) noexcept {
-    std::uint32_t taken_over = finish(task);
+  // it finished), then drains what that makes ready.
+  void complete_ran(task_base* task) noexcept {
+    finish(task);
     drain();
-    return taken_over;
   }
 
   // close_left_open closes the subsequent list of a task finished open by the waiter that
   // took it back (lib/tasks/wait_retraction.cpp, finish_open), and releases what it held:
-  // nothing when another thread closed it first. Then drains. The caller holds a reference.
-  void close_left_open(task_base* task) noexcept;
+  // nothing when another thread closed it first. Then drains.
+  void close_left_open(task_base* task) noexcept {
+    release_subsequents(task->subsequents.close());
+    drain();
+  }
 
  private:
   void ready(task_base* task) noexcept;
   bool began_as_last_unlock(task_base* task) noexcept;
   void join_pipe(task_base* task) noexcept;
-  // finish completes `task` (closes its list, releases its subsequents) and returns how
-  // many references to it it took over: an inline subsequent whose one prerequisite it is,
-  // begun here, leaves its reference to the completer (the caller), which holds its own
-  // until the completion is done and drops them together.
-  std::uint32_t finish(task_base* task) noexcept;
-  std::uint32_t release_subsequents(task_edge* newest_first) noexcept;
+  void finish(task_base* task) noexcept;
+  void release_subsequents(task_edge* newest_first) noexcept;
+  [[gnu::always_inline]] inline void remove_lock(task_base* subsequent) noexcept;
+  [[gnu::noinline]] void release_inline(const task_edge* edge) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
   next_task* next_slot_;
+  // References to the task drain_queued is finishing that inline subsequents begun in its
+  // release left to it (release_inline), to drop with its own; not_draining outside
+  // drain_queued's finish, where nothing takes them over (complete_ran, close_left_open:
+  // their callers drop their own reference apart).
+  static constexpr std::uint32_t not_draining = ~std::uint32_t{0};
+  std::uint32_t taken_over_ = not_draining;
   // The tasks queued for completion, tagged (bit 0: drop a reference after), newest last:
   // here while they fit, then on the thread's spill stack above spill_base_ (a loop made
   // while this one drains uses the stack above it, and empties it before this one goes
@@ -169,18 +170,6 @@ inline void hand_handle_to_edge(task_base* task) noexcept {
   // acq_rel: as a drop (pairs with every other owner's); the completer's acquire look for
   // handles (nobody_can_add_subsequents) pairs with it, after the push it follows
   if (task->references.fetch_sub(handle_count, std::memory_order_acq_rel) == handle_count) destroy_task(task);
-}
-
-inline void ready_loop::complete_ran(task_base* task) noexcept {
-  if (std::uint32_t taken_over = finish(task); taken_over != 0) drop_reference_inline(task, taken_over);
-  drain();
-}
-
-inline void ready_loop::close_left_open(task_base* task) noexcept {
-  if (std::uint32_t taken_over = release_subsequents(task->subsequents.close()); taken_over != 0) {
-    drop_reference_inline(task, taken_over);
-  }
-  drain();
 }
 
 inline task_extras& ensure_extras_inline(task_base* task) {
