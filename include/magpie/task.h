@@ -423,7 +423,10 @@ auto scheduler::launch(const char* name, Body&& body, Options&&... options) {
 
 // launch starts `body` as a task: launch(name, body [, prerequisites] [, placement] [, token]),
 // where a placement is a priority, run_inline or on_thread(...), and a token a
-// cancellation_token& (magpie/cancellation.h) that skips the body once canceled.
+// cancellation_token& (magpie/cancellation.h) that skips the body once canceled. One
+// prerequisite given as a task<R> rvalue (std::move(handle)), without a token, is taken
+// over: the handle is empty afterwards, and the link keeps its reference instead of adding
+// one (a continuation chain's step saves a read-modify-write).
 template <class Body, class... Options>
 auto launch(const char* name, Body&& body, Options&&... options) {
   return detail::scheduler_for_free_functions().launch(name, std::forward<Body>(body),
