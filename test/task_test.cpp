@@ -1,4 +1,4 @@
-// Suite "task": launching, results, prerequisites, placement, exceptions, lifetime.
+// Suite "task": launching, results, placement, exceptions, lifetime (prerequisites: test/task_prerequisites_test.cpp).
 #include "support.h"
 #include "task_support.h"
 
@@ -129,57 +129,6 @@ TEST_CASE("task: move-only results and move-only bodies") {
   CHECK(*made.get_result() == 7);
 }
 
-TEST_CASE("task: a task runs only after all its prerequisites, given as tasks, events and ranges") {
-  for (unsigned workers : test::worker_counts) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    scheduler pool(test::options_with(workers));
-    std::atomic<int> finished{0};
-    std::vector<task<int>> parts;
-    for (int i = 0; i < 10; ++i) {
-      parts.push_back(pool.launch("part", [&, i] {
-        finished.fetch_add(1);
-        return i;
-      }));
-    }
-    task_event gate("gate", pool);
-    task<> single = pool.launch("single", [&] { finished.fetch_add(1); });
-    std::atomic<int> seen_when_run{-1};
-    task<int> total = pool.launch("total", [&] {
-      seen_when_run.store(finished.load());
-      int sum = 0;
-      for (auto& part : parts) sum += part.get_result();
-      return sum;
-    }, parts);
-    task<> after = pool.launch("after", [&] { CHECK(total.is_completed()); CHECK(gate.is_completed()); },
-                               prerequisites(total, gate, single, task<>()));
-    CHECK_FALSE(after.wait(std::chrono::milliseconds(1)));  // the gate is shut
-    gate.trigger();
-    after.wait();
-    CHECK(total.get_result() == 45);
-    CHECK(seen_when_run.load() >= 10);
-  }
-}
-
-TEST_CASE("task: prerequisites from a range that makes its handles as it is read are kept until linked") {
-  // Each handle such a range yields is a temporary: without the buffer keeping it, a
-  // prerequisite that completed meanwhile could be freed before the launch linked to it.
-  for (unsigned workers : {0u, 2u}) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    scheduler pool(test::options_with(workers));
-    for (int round = 0; round < 200; ++round) {
-      std::atomic<int> finished{0};
-      auto launched = std::views::iota(0, 16) | std::views::transform([&](int) {
-                        return pool.launch("made while read", [&finished] { finished.fetch_add(1); });
-                      });
-      int seen = -1;
-      pool.launch("after", [&] { seen = finished.load(); }, launched).wait();
-      CHECK(seen == 16);
-    }
-  }
-}
-
 TEST_CASE("task: the body's captures are destroyed before completion is published") {
   no_leaks leaks;
   scheduler pool(test::options_with(2));
@@ -190,64 +139,6 @@ TEST_CASE("task: the body's captures are destroyed before completion is publishe
     task<> observer = pool.launch("observer", [watch] { CHECK(watch.expired()); }, holder);
     observer.wait();
     CHECK(watch.expired());
-  }
-}
-
-TEST_CASE("task: prerequisites are released once the task starts") {
-  no_leaks leaks;
-  scheduler pool(test::options_with(0));  // one thread: deterministic
-  std::int64_t before = detail::live_tasks();
-  std::int64_t during = -1;
-  task<> starts;
-  {
-    task_event gate("gate", pool);
-    starts = pool.launch("starts", [&] { during = detail::live_tasks(); }, gate);
-    gate.trigger();
-  }  // the gate now lives only through `starts`'s reference to it
-  CHECK(detail::live_tasks() == before + 2);
-  starts.wait();
-  CHECK(during == before + 1);  // the gate was released before the body ran
-}
-
-TEST_CASE("task: a chain runs hop by hop, whether or not anything else holds the hops") {
-  // Each hop begins as its prerequisite's completion removes its last lock, and the runner
-  // drops both its references to the finished hop at once (lib/tasks/task.cpp, run_queued):
-  // the last ones, or not, when the caller or the next body keeps a handle to it.
-  enum class holders { none, caller, next_body };
-  for (unsigned workers : {0u, 2u}) {
-    for (holders held : {holders::none, holders::caller, holders::next_body}) {
-      CAPTURE(workers);
-      CAPTURE(static_cast<int>(held));
-      no_leaks leaks;
-      scheduler pool(test::options_with(workers));
-      constexpr int hops = 5000;
-      std::vector<task<int>> kept;
-      std::vector<int> order;
-      task_event gate("gate", pool);
-      task<int> last = pool.launch("first", [&order] {
-        order.push_back(0);
-        return 0;
-      }, gate);
-      for (int i = 1; i < hops; ++i) {
-        if (held == holders::caller) kept.push_back(last);
-        if (held == holders::next_body) {
-          last = pool.launch("hop", [&order, before = last, i] {
-            order.push_back(i);
-            return before.get_result() + 1;
-          }, last);
-        } else {
-          last = pool.launch("hop", [&order, i] {
-            order.push_back(i);
-            return i;
-          }, last);
-        }
-      }
-      gate.trigger();
-      CHECK(last.get_result() == hops - 1);
-      REQUIRE(order.size() == static_cast<std::size_t>(hops));
-      for (int i = 0; i < hops; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
-      for (std::size_t i = 0; i < kept.size(); ++i) CHECK(kept[i].get_result() == static_cast<int>(i));
-    }
   }
 }
 
@@ -705,36 +596,6 @@ TEST_CASE("task stress: schedulers made and destroyed on several threads never h
   CHECK(orphans_run == 0);
   CHECK(orphans_completed == threads * rounds);  // each completed in trigger(), as never run
   CHECK(recorder.count() == static_cast<std::size_t>(threads * rounds));
-}
-
-TEST_CASE("task stress: a subsequent launched just before the prerequisite's last handle goes always runs" *
-          doctest::test_suite("stress")) {
-  // A task with no handle left is closed without a locked exchange (lib/tasks/task.cpp,
-  // nobody_can_add_subsequents). Here the prerequisite completes on a worker while this
-  // thread pushes a subsequent through its last handle and drops it: an edge lost to a
-  // close that ignored the push would leave its subsequent waiting for good. The window
-  // between the close's load and store is too narrow to hit reliably here; the model
-  // test/model/task_close_model.cpp explores it exhaustively.
-  for (unsigned workers : {1u, 2u}) {
-    CAPTURE(workers);
-    no_leaks leaks;
-    scheduler pool(test::options_with(workers));
-    const int rounds = 20000 * test::stress_repeat();
-    std::atomic<int> ran{0};
-    std::vector<task<>> subsequents;
-    subsequents.reserve(static_cast<std::size_t>(rounds));
-    std::vector<std::atomic<bool>> go(static_cast<std::size_t>(rounds));
-    for (std::size_t i = 0; i < go.size(); ++i) {
-      // The body ends as the push begins, so that the completion's close races the push.
-      task<> prerequisite = pool.launch("prerequisite", [&flag = go[i]] {
-        while (!flag.load()) detail::cpu_relax();
-      });
-      go[i].store(true);
-      subsequents.push_back(pool.launch("subsequent", [&ran] { ran.fetch_add(1); }, prerequisite));
-    }  // each prerequisite's last handle goes here, as it completes
-    CHECK(wait_all(subsequents, std::chrono::seconds(30)));
-    CHECK(ran.load() == rounds);
-  }
 }
 
 TEST_CASE("task stress: a random graph of tasks and events, replayable by seed" * doctest::test_suite("stress")) {

@@ -104,8 +104,8 @@ struct then_step {
 // next_step is the body of a next task: the callable, and the state it continues, borrowed.
 // A next task is an inline task whose one prerequisite is `prior`, so its body runs only
 // when that one lock goes: in the completion of `prior`, or in the launch if it finds
-// `prior` complete. The completer, or the launcher's handle, holds `prior` meanwhile
-// (detail/task_base.h, "Who frees a task"): the body reads the result in place.
+// `prior` complete. The completer, or the handle the launch was given, holds `prior`
+// meanwhile (detail/task_base.h, "Who frees a task"): the body reads the result in place.
 template <class R, class F>
 struct next_step {
   detail::task_base* prior;
@@ -131,12 +131,12 @@ future<std::invoke_result_t<step_of<R, std::decay_t<F>, passes_value>&>> chain(t
   using body = step_of<R, std::decay_t<F>, passes_value>;
   using out = std::invoke_result_t<body&>;
   if constexpr (passes_value) {
-    // `prior`, the handle, goes at the return: the launch's edge holds the task until the
-    // continuation starts, and the continuation's body borrows it. With no handle left, its
-    // completion closes its subsequent list without a locked exchange.
-    return future<out>(magpie::launch("future continuation",
-                                      body{detail::task_access::base(prior), std::forward<F>(function)}, prior,
-                                      run_inline));
+    // `prior`, the handle, goes to the launch: its reference becomes the edge's, which holds
+    // the task until the continuation starts, and the continuation's body borrows it. With
+    // no handle left, its completion closes its subsequent list without a locked exchange.
+    detail::task_base* borrowed = detail::task_access::base(prior);
+    return future<out>(magpie::launch("future continuation", body{borrowed, std::forward<F>(function)},
+                                      std::move(prior), run_inline));
   } else {
     body made{std::move(prior), std::forward<F>(function)};
     const task<R>& before = made.prior;  // read by launch before it moves the body in

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <ranges>
 #include <stdexcept>
@@ -164,6 +165,9 @@ struct task_access {
   static task_base* base(const task<>& handle) noexcept { return handle.base_; }
   // base_slot is where `handle` keeps it.
   static task_base* const* base_slot(const task<>& handle) noexcept { return &handle.base_; }
+  // releasable_slot is where `handle` keeps it, for a launch that may take over the handle's
+  // reference: it empties the slot, without a drop, when it does.
+  static task_base** releasable_slot(task<>& handle) noexcept { return &handle.base_; }
   // adopt makes a handle that takes over one handle reference of `base`.
   template <class R = void>
   static task<R> adopt(task_base* base) noexcept {
@@ -243,6 +247,19 @@ concept prerequisite_range = std::ranges::forward_range<const T&> &&
 template <class T>
 concept prerequisite_source = task_handle<T> || prerequisite_range<T>;
 
+namespace detail {
+template <class T>
+inline constexpr bool is_task_handle_type = false;
+template <class R>
+inline constexpr bool is_task_handle_type<task<R>> = true;
+}  // namespace detail
+
+// handed_prerequisite: a task<R> passed to launch() as an rvalue. The launch takes the
+// handle over (it is empty afterwards), and the link to the prerequisite keeps the handle's
+// reference instead of adding one of its own.
+template <class T>
+concept handed_prerequisite = !std::is_lvalue_reference_v<T> && detail::is_task_handle_type<std::remove_cvref_t<T>>;
+
 // prerequisites collects tasks and task events into one argument for launch().
 template <task_handle... Handles>
 std::array<task<>, sizeof...(Handles)> prerequisites(const Handles&... handles) {
@@ -267,7 +284,8 @@ using result_of = typename detail::body_result_traits<std::invoke_result_t<std::
 
 namespace detail {
 
-// prerequisite_buffer holds the task objects of a prerequisite source.
+// prerequisite_buffer holds the task objects of a prerequisite source. Up to 8 sit in the
+// buffer itself; more, or handles a range makes as it is read, go in storage it allocates.
 class prerequisite_buffer {
  public:
   template <class Source>
@@ -281,46 +299,74 @@ class prerequisite_buffer {
       // go at the end of its iteration, and with it perhaps the task, before the launch links
       // to it. Keep them until then.
       for (auto&& each : source) {
-        kept_.push_back(static_cast<const task<>&>(each));
-        add(task_access::base(kept_.back()));
+        std::vector<task<>>& kept = storage().kept;
+        kept.push_back(static_cast<const task<>&>(each));
+        add(task_access::base(kept.back()));
       }
     }
+  }
+  // prerequisite_buffer(handed, tag) holds one prerequisite given by rvalue: it takes the
+  // handle over, and handed_slot() offers its reference to the launch.
+  struct handed_tag {};
+  prerequisite_buffer(task<>&& handed, handed_tag) : handed_(std::move(handed)) {
+    add(task_access::base(handed_));
   }
   prerequisite_buffer() {}  // user-provided: value-initialising it would zero inline_
   prerequisite_buffer(const prerequisite_buffer&) = delete;
   prerequisite_buffer& operator=(const prerequisite_buffer&) = delete;
 
-  task_base* const* data() const noexcept { return spill_.empty() ? inline_.data() : spill_.data(); }
+  task_base* const* data() const noexcept { return size_ <= inline_.size() ? inline_.data() : more_->spill.data(); }
   std::size_t size() const noexcept { return size_; }
 
+  // handed_slot is the slot of the handle to data()[0] that the launch may take over (see
+  // launch_behind), or nullptr when the prerequisites were not handed over.
+  task_base** handed_slot() noexcept { return handed_.is_valid() ? task_access::releasable_slot(handed_) : nullptr; }
+
  private:
+  // more_storage is what only a launch with more than 8 prerequisites, or with a range
+  // that makes its handles, needs.
+  struct more_storage {
+    std::vector<task_base*> spill;
+    std::vector<task<>> kept;  // handles a range made as it was read
+  };
+
+  more_storage& storage() {
+    if (more_ == nullptr) more_ = std::make_unique<more_storage>();
+    return *more_;
+  }
+
   void add(task_base* each) {
-    if (size_ < inline_.size() && spill_.empty()) {
+    if (size_ < inline_.size()) [[likely]] {
       inline_[size_++] = each;
       return;
     }
-    if (spill_.empty()) spill_.assign(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(size_));
-    spill_.push_back(each);
+    spill(each);
+  }
+
+  [[gnu::noinline]] void spill(task_base* each) {
+    std::vector<task_base*>& spilled = storage().spill;
+    if (spilled.empty()) spilled.assign(inline_.begin(), inline_.end());
+    spilled.push_back(each);
     ++size_;
   }
 
   std::array<task_base*, 8> inline_;  // only the first size_ are read: no zeroing per launch
-  std::vector<task_base*> spill_;
-  std::vector<task<>> kept_;  // handles a range made as it was read
   std::size_t size_ = 0;
+  std::unique_ptr<more_storage> more_;
+  task<> handed_;  // a prerequisite handed over by rvalue, until the launch takes its reference
 };
 
 // create_and_launch is what every launch() comes down to.
 template <class Body>
 task<result_of<Body>> create_and_launch(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
-                                        const prerequisite_buffer& before, placement where) {
+                                        prerequisite_buffer&& before, placement where) {
   using R = result_of<Body>;
   using impl = typename body_result_traits<std::invoke_result_t<std::decay_t<Body>&>>::template task_type<std::decay_t<Body>>;
   impl* fresh = impl::create(std::forward<Body>(body), before.size());
   initialise(fresh, name, where.kind(), owner, where.task_priority(), where.target());
   auto handle = task_access::adopt<R>(fresh);
   if (before.size() != 0 && into == nullptr) {
-    launch_behind(fresh, before.data(), before.size(), fresh->own_group());
+    launch_behind(fresh, before.data(), before.size(), fresh->own_group(), before.handed_slot());
   } else {
     if (into != nullptr) enter_pipe(fresh, into);  // first: see enter_pipe
     if (before.size() != 0) add_prerequisites(fresh, before.data(), before.size(), fresh->own_group());
@@ -338,6 +384,12 @@ template <class Body, prerequisite_source Prerequisites>
 auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body,
                  const Prerequisites& before, placement where = {}) {
   return create_and_launch(owner, into, name, std::forward<Body>(body), prerequisite_buffer(before), where);
+}
+template <class Body, handed_prerequisite Handed>
+auto launch_with(scheduler& owner, magpie::pipe* into, const char* name, Body&& body, Handed&& before,
+                 placement where = {}) {
+  return create_and_launch(owner, into, name, std::forward<Body>(body),
+                           prerequisite_buffer(static_cast<task<>&&>(before), prerequisite_buffer::handed_tag{}), where);
 }
 
 // With a cancellation token last: the body runs under it, or is skipped once it is canceled.
@@ -371,7 +423,10 @@ auto scheduler::launch(const char* name, Body&& body, Options&&... options) {
 
 // launch starts `body` as a task: launch(name, body [, prerequisites] [, placement] [, token]),
 // where a placement is a priority, run_inline or on_thread(...), and a token a
-// cancellation_token& (magpie/cancellation.h) that skips the body once canceled.
+// cancellation_token& (magpie/cancellation.h) that skips the body once canceled. One
+// prerequisite given as a task<R> rvalue (std::move(handle)), without a token, is taken
+// over: the handle is empty afterwards, and the link keeps its reference instead of adding
+// one (a continuation chain's step saves a read-modify-write).
 template <class Body, class... Options>
 auto launch(const char* name, Body&& body, Options&&... options) {
   return detail::scheduler_for_free_functions().launch(name, std::forward<Body>(body),

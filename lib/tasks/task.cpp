@@ -415,9 +415,56 @@ void ready_loop::drain_queued() noexcept {
   while (queued_here_ != 0 || spilled_) {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
+    taken_over_ = 0;  // release_inline may leave references to `task` here
     finish(task);
-    if (task->kind() != task_kind::queued) drop_reference_inline(task);  // the system's: events and inline tasks end here
-    if ((tagged & 1u) != 0) drop_reference_inline(task);
+    // The system's reference (events and inline tasks end here), the caller's if tagged, and
+    // those the completion took over, in one go: a chain's link is freed by a load.
+    std::uint32_t dropped = taken_over_ + (task->kind() != task_kind::queued ? 1u : 0u) + static_cast<std::uint32_t>(tagged & 1u);
+    taken_over_ = not_draining;
+    if (dropped != 0) drop_reference_inline(task, dropped);
+  }
+}
+
+// remove_lock removes the lock a prerequisite's (or the pipe's) edge stood for, and acts on
+// what is left.
+inline void ready_loop::remove_lock(task_base* subsequent) noexcept {
+  // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task with
+  // several prerequisites are not its last.
+  if (next_slot_ != nullptr && next_slot_->task == nullptr && subsequent->state.looks_like_last_lock() &&
+      began_as_last_unlock(subsequent)) {
+    return;
+  }
+  // Nothing here holds a reference to the subsequent: once the lock goes, another thread
+  // may remove the last one, run it and free it. So whether it is piped is read first,
+  // while the lock still keeps it (a piped task left with only its pipe's lock cannot run:
+  // that lock is this thread's to remove, in join_pipe).
+  bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
+  const unlock_outcome left = subsequent->state.remove_locks();
+  if (left == unlock_outcome::ready) {
+    ready(subsequent);
+  } else if (left == unlock_outcome::one_lock_left && piped) {
+    join_pipe(subsequent);
+  }
+}
+
+// release_inline removes the lock an inline task's edge stood for. The last lock: the task
+// begins in the CAS that removes it (one read-modify-write where remove_locks and try_begin
+// take two) and runs here. Out of line: a chain of queued tasks never comes here.
+void ready_loop::release_inline(const task_edge* edge) noexcept {
+  task_base* subsequent = edge->subsequent;
+  task_base* completing = edge->prerequisite;  // read first: once unlocked, the edge may go
+  begin_outcome claim = begin_outcome::refused;
+  if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
+  if (holds_prerequisites(claim) && taken_over_ != not_draining && is_only_prerequisite(completing, subsequent)) {
+    // Its one reference to the completing task goes to drain_queued, which holds one of its
+    // own until the completion is done, the inline runs included: it drops them together.
+    claim = begin_outcome::began;
+    ++taken_over_;
+  }
+  if (began(claim)) {
+    run_inline(*this, subsequent, claim);
+  } else {
+    remove_lock(subsequent);  // other locks remain (or the word moved meanwhile)
   }
 }
 
@@ -431,27 +478,6 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
     in_order = newest_first;
     newest_first = next;
   }
-  // remove_lock removes the lock a prerequisite's (or the pipe's) edge stood for, and acts
-  // on what is left.
-  auto remove_lock = [this](task_base* subsequent) {
-    // Cheap checks first, here: a waiter's loop has no slot, and most edges of a task with
-    // several prerequisites are not its last.
-    if (next_slot_ != nullptr && next_slot_->task == nullptr && subsequent->state.looks_like_last_lock() &&
-        began_as_last_unlock(subsequent)) {
-      return;
-    }
-    // Nothing here holds a reference to the subsequent: once the lock goes, another thread
-    // may remove the last one, run it and free it. So whether it is piped is read first,
-    // while the lock still keeps it (a piped task left with only its pipe's lock cannot run:
-    // that lock is this thread's to remove, in join_pipe).
-    bool piped = subsequent->extras != nullptr && subsequent->extras->pipe != nullptr;
-    const unlock_outcome left = subsequent->state.remove_locks();
-    if (left == unlock_outcome::ready) {
-      ready(subsequent);
-    } else if (left == unlock_outcome::one_lock_left && piped) {
-      join_pipe(subsequent);
-    }
-  };
   while (in_order != nullptr) {
     // Read everything first: once unlocked, the subsequent may run and free the edge.
     task_edge* next = subsequent_list<task_edge>::next_of(in_order);
@@ -460,15 +486,7 @@ void ready_loop::release_subsequents(task_edge* newest_first) noexcept {
     if (kind == edge_kind::prerequisite || kind == edge_kind::pipe) {
       remove_lock(subsequent);
     } else if (kind == edge_kind::inline_prerequisite) {
-      // The last lock of an inline task: it begins in the CAS that removes the lock (one
-      // read-modify-write where remove_locks and try_begin take two) and runs here.
-      begin_outcome claim = begin_outcome::refused;
-      if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
-      if (began(claim)) {
-        run_inline(*this, subsequent, claim);
-      } else {
-        remove_lock(subsequent);  // other locks remain (or the word moved meanwhile)
-      }
+      release_inline(in_order);
     } else if (kind == edge_kind::nested) {
       hand_on_exception(in_order->prerequisite, subsequent);  // before the part: the parent may complete by it
       if (end_part_of(subsequent) == part_outcome::finished) {

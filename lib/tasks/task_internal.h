@@ -79,10 +79,18 @@ class ready_loop {
   void join_pipe(task_base* task) noexcept;
   void finish(task_base* task) noexcept;
   void release_subsequents(task_edge* newest_first) noexcept;
+  [[gnu::always_inline]] inline void remove_lock(task_base* subsequent) noexcept;
+  [[gnu::noinline]] void release_inline(const task_edge* edge) noexcept;
   void drain_queued() noexcept;
   std::uintptr_t take_newest() noexcept;
 
   next_task* next_slot_;
+  // References to the task drain_queued is finishing that inline subsequents begun in its
+  // release left to it (release_inline), to drop with its own; not_draining outside
+  // drain_queued's finish, where nothing takes them over (complete_ran, close_left_open:
+  // their callers drop their own reference apart).
+  static constexpr std::uint32_t not_draining = ~std::uint32_t{0};
+  std::uint32_t taken_over_ = not_draining;
   // The tasks queued for completion, tagged (bit 0: drop a reference after), newest last:
   // here while they fit, then on the thread's spill stack above spill_base_ (a loop made
   // while this one drains uses the stack above it, and empties it before this one goes
@@ -119,10 +127,6 @@ class no_worker_nap {
 // exception nobody looked at, drops what it still holds, frees its extras and its block.
 void destroy_task(task_base* task) noexcept;
 
-// reference_mask picks the reference count out of task_base::references (the handles are
-// counted above it).
-inline constexpr std::uint64_t reference_mask = 0xffff'ffffu;
-
 // The *_inline functions are task_base.h's out-of-line ones (add_reference, drop_reference,
 // task_base::ensure_extras, edge_group::create_alone and destroy_alone, current_task)
 // expanded where they are called: the task files use them for every task, edge or nested
@@ -139,10 +143,33 @@ inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noex
     destroy_task(task);
     return;
   }
-  // acq_rel: the last releaser sees every other owner's writes before destroying
-  if ((task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) & reference_mask) == count) {
+  // acq_rel: the last releaser sees every other owner's writes before destroying. The whole
+  // word: a handle still counted with no reference left is a launch taking it over for its
+  // edge (hand_handle_to_edge), which destroys the task.
+  if (task->references.fetch_sub(count * task_base::one_reference, std::memory_order_acq_rel) == count) {
     destroy_task(task);
   }
+}
+
+// can_hand_handle_to_edge says whether a launch given the handle `task` is held by may pass
+// that handle's reference to its edge: it is the task's only handle (no other can be made:
+// copying takes one), so none of a last handle's duties can fall to it meanwhile, and it
+// has none now (a task, not an event; no reference left to the handles).
+inline bool can_hand_handle_to_edge(const task_base* task) noexcept {
+  // relaxed: the caller holds the handle; the count of handles only falls to 1 by other
+  // handles' drops, and hand_handle_to_edge's acq_rel orders those before a destruction
+  return task->kind() != task_kind::event && (task->references.load(std::memory_order_relaxed) >> 32) == 1 &&
+         !task->state.handles_hold_extra_reference();
+}
+
+// hand_handle_to_edge uncounts the handle of `task` whose reference now belongs to an edge
+// pushed to its subsequent list (can_hand_handle_to_edge held): the reference stays. If the
+// edge's subsequent already ran and let go of it, the word is left zero: the task goes.
+inline void hand_handle_to_edge(task_base* task) noexcept {
+  constexpr std::uint64_t handle_count = task_base::one_handle - task_base::one_reference;
+  // acq_rel: as a drop (pairs with every other owner's); the completer's acquire look for
+  // handles (nobody_can_add_subsequents) pairs with it, after the push it follows
+  if (task->references.fetch_sub(handle_count, std::memory_order_acq_rel) == handle_count) destroy_task(task);
 }
 
 inline task_extras& ensure_extras_inline(task_base* task) {

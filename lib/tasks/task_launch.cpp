@@ -99,6 +99,32 @@ std::uint32_t link_prerequisites(task_base* task, task_base* const* prerequisite
   return already_complete;
 }
 
+// link_only_prerequisite is link_prerequisites for a new task that is not an event and has
+// one prerequisite (a continuation, a chain's link): 1 when the prerequisite is complete or
+// invalid, a lock the caller still has to remove. `handed`: see launch_behind.
+std::uint32_t link_only_prerequisite(task_base* task, task_base* prerequisite, task_edge* slot,
+                                     task_base** handed) noexcept {
+  task_edge* edge = new (slot) task_edge();
+  edge->subsequent = task;
+  edge->kind = task->kind() == task_kind::inline_run ? edge_kind::inline_prerequisite : edge_kind::prerequisite;
+  if (prerequisite == nullptr) return 1;  // an invalid handle counts as completed
+  edge->prerequisite = prerequisite;
+  // Kept until this task starts: the handed handle's reference, else one of its own.
+  const bool hand_over = handed != nullptr && can_hand_handle_to_edge(prerequisite);
+  if (!hand_over) add_reference_inline(prerequisite);
+  if (push_subsequent(prerequisite, edge)) {
+    if (hand_over) {
+      *handed = nullptr;
+      hand_handle_to_edge(prerequisite);  // after the push: see task_base.h, "Who frees a task"
+    }
+    return 0;
+  }
+  // Complete already: the handle stays with the launcher, which holds the task while an
+  // inline body reads it here (the edge's own reference goes as the body starts).
+  if (hand_over) add_reference_inline(prerequisite);
+  return 1;
+}
+
 }  // namespace
 
 void add_prerequisites(task_base* task, task_base* const* prerequisites, std::size_t count,
@@ -115,13 +141,14 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
   if (already_complete != 0) static_cast<void>(task->state.remove_locks(already_complete));
 }
 
-void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
-                   edge_group* group) noexcept {
+void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count, edge_group* group,
+                   task_base** handed) noexcept {
   // The prerequisites' locks stand in for the launch lock: the task cannot become ready
   // before the last of them goes, and the ones found complete are removed only at the end.
   trace_launch(task, prerequisites, count);
   task->state.replace_launch_lock(static_cast<std::uint32_t>(count), exclusive_access);
-  std::uint32_t already_complete = link_prerequisites(task, prerequisites, count, group);
+  std::uint32_t already_complete = count == 1 ? link_only_prerequisite(task, prerequisites[0], group->edges(), handed)
+                                              : link_prerequisites(task, prerequisites, count, group);
   chaos::point(chaos::site::task_launch);
   if (already_complete == 0) return;  // the last prerequisite to complete makes it ready
   ready_loop loop(nullptr);
@@ -167,8 +194,11 @@ void trigger(task_base* event) noexcept {
 void complete_now(task_base* task) noexcept { trigger(task); }
 
 scheduler& scheduler_for_free_functions() noexcept {
-  if (scheduler* current = scheduler::current()) return *current;
-  return default_scheduler();
+  // scheduler::current() expanded: one look at the thread's context on every free launch.
+  const thread_context& context = this_thread_context();
+  scheduler* facade = context.facade;
+  if (context.named >= 0 && drop_dead_attachment()) [[unlikely]] facade = nullptr;  // as current(): detached now
+  return facade != nullptr ? *facade : default_scheduler();
 }
 
 }  // namespace magpie::detail

@@ -128,8 +128,9 @@ void drop_handle(task_base* task) noexcept {
       destroy_task(task);
       return;
     }
-    // acq_rel: the last dropper sees every other owner's writes before destroying
-    if ((task->references.fetch_sub(dropped, std::memory_order_acq_rel) & reference_mask) == (dropped & reference_mask)) {
+    // acq_rel: the last dropper sees every other owner's writes before destroying (the
+    // whole word, as drop_reference_inline)
+    if (task->references.fetch_sub(dropped, std::memory_order_acq_rel) == dropped) {
       destroy_task(task);
     }
     return;

@@ -13,22 +13,29 @@
 //     `extras`. The header is 48 bytes: a task with 16 bytes of captures is one cache line.
 //
 // Who frees a task: whoever drops its last reference, and nothing else decides it
-// (destroy_task, lib/tasks/task_references.cpp). The owners of a reference: each handle;
-// the system, from launch until the task has run (a queued task) or completed (an event or
-// inline task); each subsequent that lists the task as a prerequisite, until that
-// subsequent starts; the edge of each nested task, on its parent, until the nested task
-// completes; a pipe's "last task" slot. A handle is also counted as a handle, so whoever
-// lets go of the last handle knows it; while that handle still holds the task, it does the
-// last handle's duties: an untriggered event can no longer be triggered (it triggers it,
-// or reports what waits for it), and a waiter that ran the task for its handles may have
-// left them the queue's reference (task_state::leave_reference_to_handles: a store where
-// a drop would take a read-modify-write), which goes with the last handle. A dropper that
-// sees the count hold only what it owns destroys without a write: nobody can add a
-// reference without holding one. Whoever completes a task holds a reference to it until the
+// (destroy_task, lib/tasks/task_references.cpp). The owners of a reference: each handle; the
+// system, from launch until the task has run (a queued task) or completed (an event or
+// inline task); each subsequent that lists the task as a prerequisite, until that subsequent
+// starts (an inline one begun by the completion of its one prerequisite leaves it to that
+// completion, which drops it with the system's); the edge of each nested task, on its
+// parent, until the nested task completes; a pipe's "last task" slot. A handle is also
+// counted as a handle, so whoever lets go of the last handle knows it; while that handle
+// still holds the task, it does the last handle's duties: an untriggered event can no longer
+// be triggered (it triggers it, or reports what waits for it), and a waiter that ran the
+// task for its handles may have left them the queue's reference
+// (task_state::leave_reference_to_handles: a store where a drop would take a
+// read-modify-write), which goes with the last handle. A dropper that sees the count hold
+// only what it owns destroys without a write: nobody can add a reference without holding
+// one. A launch given a task's only handle by rvalue passes the handle's reference to its
+// edge: it links first, then uncounts the handle (the reference stays), so that a completer
+// meanwhile still sees a handle and closes the list with a locked exchange. Until then the
+// edge's reference may already be gone (its subsequent ran and let go): the count is then
+// zero with a handle still counted, and whoever leaves the whole word zero destroys the task
+// — the uncounting launch, then. Whoever completes a task holds a reference to it until the
 // completion is done, the inline subsequents it runs included; and a launch that finds its
-// prerequisites complete runs an inline task while its caller holds them. So the body of
-// an inline task with one prerequisite may read that prerequisite's result with no
-// reference of its own (magpie/async.h's next does).
+// prerequisites complete runs an inline task while its caller holds them. So the body of an
+// inline task with one prerequisite may read that prerequisite's result with no reference of
+// its own (magpie/async.h's next does).
 //
 // Everything that is not a template lives in lib/tasks/task*.cpp.
 #pragma once
@@ -272,9 +279,12 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
 
 // launch_behind launches a new task (not an event, not piped) behind `count` prerequisites:
 // their locks stand in for the launch lock, so launching costs no read-modify-write of its
-// own unless some prerequisite has already completed.
-void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count,
-                   edge_group* group) noexcept;
+// own unless some prerequisite has already completed. `handed`, if not nullptr, is the slot
+// of a handle to the one prerequisite (`count` 1) that the caller gives up: when it is that
+// task's only handle, the edge keeps the handle's reference (the slot is emptied, nothing
+// dropped) in place of one of its own.
+void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count, edge_group* group,
+                   task_base** handed = nullptr) noexcept;
 
 // enter_pipe makes a task (not yet launched) one of `into`'s: its extras, its flag and the
 // pipe's lock. Before add_prerequisites: a prerequisite that completes meanwhile on another
