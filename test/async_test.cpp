@@ -23,24 +23,9 @@
 
 using namespace magpie;
 using test::diagnostic_recorder;
+using test::inside;
 using test::no_leaks;
-
-namespace {
-
-bool reported(const diagnostic_recorder& recorder, const std::string& part) {
-  for (const auto& each : recorder.reports()) {
-    if (each.message.find(part) != std::string::npos) return true;
-  }
-  return false;
-}
-
-// inside runs `body` inside a task of `pool`, so that the free functions use `pool`.
-template <class Body>
-auto inside(scheduler& pool, Body body) {
-  return std::move(pool.launch("test driver", std::move(body)).get_result());
-}
-
-}  // namespace
+using test::reported;
 
 TEST_SUITE("async") {
 

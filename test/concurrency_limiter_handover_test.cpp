@@ -19,6 +19,7 @@
 #include <vector>
 
 using namespace magpie;
+using test::lone_int;
 using test::no_leaks;
 
 using test::occupancy_probe;
@@ -234,9 +235,6 @@ TEST_CASE("concurrency_limiter: a thread that waits without pushing sees every p
           doctest::test_suite("stress")) {
   constexpr int pieces = 4;
   constexpr int rounds = 150;
-  struct alignas(64) lone_int {
-    int value = 0;
-  };
   for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
     for (unsigned workers : test::worker_counts) {
       CAPTURE(workers);

@@ -24,30 +24,6 @@ using magpie::scheduler;
 using magpie::thread_queue;
 using namespace magpie::test;
 
-namespace {
-
-magpie::scheduler_options small_pool(unsigned workers = 2) {
-  magpie::scheduler_options options;
-  options.workers = workers;
-  options.background_workers = 0;
-  return options;
-}
-
-// lone_int is plain data alone in its cache line: TSan remembers the last 4 accesses to
-// each 8 bytes, so a neighbour's spinning loads would push the write to race with out.
-struct alignas(64) lone_int {
-  int value = 0;
-};
-
-// attached_as attaches the calling thread for the lifetime of the object.
-struct attached_as {
-  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
-  ~attached_as() { pool_.detach(); }
-  scheduler& pool_;
-};
-
-}  // namespace
-
 TEST_SUITE("named_thread_shutdown") {
 
 // A render thread processing its queue when the scheduler shuts down (or is destroyed) is

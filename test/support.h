@@ -18,6 +18,13 @@ inline constexpr unsigned worker_counts[] = {0, 1, 2, 8};
 // for the scheduler's own tests, whose cases are cheap enough to run that wide.
 inline constexpr unsigned wide_worker_counts[] = {0, 1, 2, 4, 8, 64};
 
+// lone_int is an int alone in its cache line, for a value handed between threads by the
+// edge under test only: TSan remembers the last four accesses to each 8 bytes, and a
+// neighbour's accesses could push the racing write out of its memory.
+struct alignas(64) lone_int {
+  int value = 0;
+};
+
 // stress_repeat is how many times stress cases repeat (env MAGPIE_STRESS_REPEAT, default 1).
 inline int stress_repeat() {
   const char* text = std::getenv("MAGPIE_STRESS_REPEAT");
@@ -80,6 +87,11 @@ class diagnostic_recorder {
 
   diagnostic_handler previous_;
 };
+
+// reported says whether `recorder` saw a report whose message contains `part`.
+inline bool reported(const diagnostic_recorder& recorder, const std::string& part) {
+  return recorder.count_naming(part) != 0;
+}
 
 // mentions says whether any of `reports` contains `text` in its message.
 inline bool mentions(const std::vector<diagnostic_recorder::entry>& reports, const std::string& text) {

@@ -32,19 +32,10 @@ void operator delete(void* memory) noexcept { std::free(memory); }
 void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 
 using namespace magpie;
+using test::group_fib;
 using test::no_leaks;
 
 namespace {
-
-long fib(int n) {
-  if (n < 2) return n;
-  long a = 0;
-  task_group group;
-  group.run([&] { a = fib(n - 1); });
-  long b = fib(n - 2);
-  group.wait();
-  return a + b;
-}
 
 // fib_throwing throws once the recursion reaches `depth` (libfork's exception test).
 long fib_throwing(int n, int depth) {
@@ -65,12 +56,12 @@ TEST_CASE("task_group: fork-join fib gives the right answer on every worker coun
     CAPTURE(workers);
     no_leaks leaks;
     scheduler pool(test::options_with(workers));
-    long answer = pool.launch("fib", [] { return fib(20); }).get_result();
+    long answer = pool.launch("fib", [] { return group_fib(20); }).get_result();
     CHECK(answer == 6765);
     // And from a thread that is not a worker: it runs children itself when nobody else can.
     task_group outside(pool);
     long from_outside = 0;
-    outside.run([&] { from_outside = fib(15); });
+    outside.run([&] { from_outside = group_fib(15); });
     outside.wait();
     CHECK(from_outside == 610);
   }
@@ -340,7 +331,7 @@ TEST_CASE("task_group: recursive fib throwing at depth 7 — below it succeeds, 
   no_leaks leaks;
   scheduler pool(test::options_with(2));
   for (int repeat = 0; repeat < 1000; ++repeat) {
-    // fib(n) calls reach depth n − 1 (fib(1) and fib(0) do not recurse): depth 7 from n = 8.
+    // group_fib(n) calls reach depth n − 1 (group_fib(1) and group_fib(0) do not recurse): depth 7 from n = 8.
     int n = repeat % 12;
     bool threw = false;
     long answer = -1;
@@ -351,7 +342,7 @@ TEST_CASE("task_group: recursive fib throwing at depth 7 — below it succeeds, 
     }
     if (n < 8) {
       CHECK_FALSE(threw);
-      CHECK(answer == fib(n));
+      CHECK(answer == group_fib(n));
     } else {
       CHECK(threw);
     }
@@ -405,7 +396,7 @@ TEST_CASE("task_group stress: fib on 1, 2 and 8 workers, repeated" * doctest::te
       no_leaks leaks;
       scheduler pool(test::options_with(workers));
       for (int round = 0; round < 5; ++round) {
-        CHECK(pool.launch("fib", [] { return fib(22); }).get_result() == 17711);
+        CHECK(pool.launch("fib", [] { return group_fib(22); }).get_result() == 17711);
       }
     }
   }

@@ -16,21 +16,10 @@
 #include <vector>
 
 using namespace magpie;
+using test::group_fib;
+using test::lone_int;
 using test::no_leaks;
 
-namespace {
-
-long fib(int n) {
-  if (n < 2) return n;
-  long a = 0;
-  task_group group;
-  group.run([&] { a = fib(n - 1); });
-  long b = fib(n - 2);
-  group.wait();
-  return a + b;
-}
-
-}  // namespace
 
 TEST_CASE("task_group: a group outlives its thread's detach; the deque's next owner is left alone") {
   // The group remembers its thread's deque; after a detach it must stop using it, or two
@@ -279,7 +268,7 @@ TEST_CASE("task_group stress: threads execute fork-join on two schedulers at onc
               long from_inner = 0;
               group.run([&] { from_inner = inner.execute([&] { return fib_counting(10, &inner, right, calls); }); });
               group.wait();
-              return from_inner + fib(10);
+              return from_inner + group_fib(10);
             });
             if (answer != 110 || right.load() != calls.load() || scheduler::current() != nullptr) wrong.fetch_add(1);
           }
@@ -327,13 +316,6 @@ TEST_CASE("task_group: a group made in work a plain thread joined may be waited 
 }
 
 namespace {
-
-// lone_int is an int alone in its cache line, for a value handed between threads by the
-// edge under test only: TSan remembers four accesses per 8 bytes, and a flag beside the
-// value could push its racing write out.
-struct alignas(64) lone_int {
-  int value = 0;
-};
 
 // on_fresh_groups calls `round(group, recorder)` 20 times per stress repeat for each worker
 // count, each time with a new scheduler and a new group on it, reports recorded and leaks

@@ -55,6 +55,23 @@ class no_leaks {
   std::int64_t blocks_ = 0;
 };
 
+// attached_as attaches the calling thread for the lifetime of the object.
+struct attached_as {
+  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
+  ~attached_as() { pool_.detach(); }
+  attached_as(const attached_as&) = delete;
+  attached_as& operator=(const attached_as&) = delete;
+  scheduler& pool_;
+};
+
+// small_pool builds scheduler options with `workers` workers and no background workers.
+inline scheduler_options small_pool(unsigned workers = 2) {
+  scheduler_options options;
+  options.workers = workers;
+  options.background_workers = 0;
+  return options;
+}
+
 // options_with builds scheduler options with `workers` workers, one of them also taking
 // background work; with zero, only waiting threads run work.
 inline scheduler_options options_with(unsigned workers) {
@@ -62,6 +79,24 @@ inline scheduler_options options_with(unsigned workers) {
   options.workers = workers;
   options.background_workers = workers == 0 ? 0 : 1;
   return options;
+}
+
+// inside runs `body` inside a task of `pool`, so that the free functions use `pool`.
+template <class Body>
+auto inside(scheduler& pool, Body body) {
+  return std::move(pool.launch("test driver", std::move(body)).get_result());
+}
+
+// group_fib is fib(n) by fork-join: each call spawns fib(n - 1) into a task_group on the
+// calling thread's scheduler and computes fib(n - 2) itself.
+inline long group_fib(int n) {
+  if (n < 2) return n;
+  long a = 0;
+  task_group group;
+  group.run([&] { a = group_fib(n - 1); });
+  long b = group_fib(n - 2);
+  group.wait();
+  return a + b;
 }
 
 }  // namespace magpie::test

@@ -15,15 +15,6 @@
 
 namespace magpie::test {
 
-// attached_as attaches the calling thread for the lifetime of the object.
-struct attached_as {
-  attached_as(scheduler& pool, named_thread thread) : pool_(pool) { pool_.attach(thread); }
-  ~attached_as() { pool_.detach(); }
-  attached_as(const attached_as&) = delete;
-  attached_as& operator=(const attached_as&) = delete;
-  scheduler& pool_;
-};
-
 // recording_task is a graph task that records where and as what thread it ran.
 struct recording_task {
   taskgraph::named_threads::type desired;
@@ -41,10 +32,5 @@ struct recording_task {
     runs->fetch_add(1);
   }
 };
-
-// reported says whether `recorder` saw a report whose message contains `part`.
-inline bool reported(const diagnostic_recorder& recorder, const std::string& part) {
-  return recorder.count_naming(part) != 0;
-}
 
 }  // namespace magpie::test
