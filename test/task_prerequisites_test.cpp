@@ -1,7 +1,8 @@
 // Suite "task_prerequisites": what links a task to the tasks it waits for: prerequisites
 // as tasks, events and ranges, their release once the task starts (or, for an inline task,
 // once the completion that ran it ends), a chain's hops, a prerequisite handed over by
-// rvalue, and subsequents linked while their prerequisite completes.
+// rvalue (against waiters, other handles, cancellation and its scheduler's end), and
+// subsequents linked while their prerequisite completes.
 #include "support.h"
 #include "task_support.h"
 
@@ -288,7 +289,8 @@ TEST_CASE("task_prerequisites stress: an inline task's handed prerequisite stays
       std::atomic<int> timed_out{0};
       auto waiter = [&](std::size_t first) {
         for (std::size_t i = first; i < count; i += 1) {
-          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();  // acquire: pairs with the publishing store
+          // acquire: pairs with the publishing store
+          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
           if (!borrowers[i].wait(std::chrono::seconds(30))) timed_out.fetch_add(1);
         }
       };
@@ -301,7 +303,8 @@ TEST_CASE("task_prerequisites stress: an inline task's handed prerequisite stays
                                              : pool.launch("value", [i] { return long_text(i); },
                                                            pool.launch("source", [] {}), run_inline);
         detail::task_base* borrowed = detail::task_access::base(value);
-        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value), run_inline);
+        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                   run_inline);
         published.store(i + 1, std::memory_order_release);  // release: the handle is written before the waiters read it
       }
       first_waiter.join();
@@ -332,7 +335,8 @@ TEST_CASE("task_prerequisites stress: a handed prerequisite whose other handle g
       std::atomic<std::size_t> published{0};
       std::thread dropper([&] {
         for (std::size_t i = 0; i < count; ++i) {
-          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();  // acquire: pairs with the publishing store
+          // acquire: pairs with the publishing store
+          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
           if (i % 3 == 0) tokens[i].cancel();
           if (i % 2 == 0) copies[i].wait();
           copies[i] = task<std::string>();  // its handle goes as the launch below looks at the count
@@ -343,7 +347,8 @@ TEST_CASE("task_prerequisites stress: a handed prerequisite whose other handle g
         copies[i] = value;
         detail::task_base* borrowed = detail::task_access::base(value);
         published.store(i + 1, std::memory_order_release);  // release: the copy is written before the dropper reads it
-        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value), run_inline);
+        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                   run_inline);
       }
       dropper.join();
       std::size_t canceled = 0;
@@ -387,6 +392,64 @@ TEST_CASE("task_prerequisites: a handed prerequisite its launcher ran through th
         CHECK(after.get_result() == long_text(i).size());
       }
       pool.detach();
+    }
+  }
+}
+
+TEST_CASE("task_prerequisites stress: handed prerequisites whose scheduler goes pass their value or task_never_ran on" *
+          doctest::test_suite("stress")) {
+  // Values on a scheduler that is destroyed while its workers run them; their borrowers,
+  // inline on a scheduler that stays, were handed the values' only handles. Half the values
+  // wait behind a gate opened before the destruction: they run then, and each borrower runs
+  // in its value's completion, on a worker or the destroying thread. The other half wait
+  // behind a gate opened after it: each becomes ready with its scheduler gone (reported),
+  // is completed as never run, and its borrower reads task_never_ran in that completion.
+  // Either way the borrower reads its value while the completion holds it (ASan), and the
+  // value is freed once, with the reference the completion took over (no_leaks).
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : test::wide_worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      test::diagnostic_recorder recorder;
+      scheduler staying(test::options_with(1));
+      constexpr std::size_t count = 400;
+      std::vector<task<std::size_t>> borrowers(count);
+      std::atomic<int> values_ran{0};
+      task_event late_gate("late gate", staying);
+      {
+        scheduler going(test::options_with(workers));
+        task_event early_gate("early gate", going);
+        for (std::size_t i = 0; i < count; ++i) {
+          auto body = [i, &values_ran] {
+            values_ran.fetch_add(1);
+            return long_text(i);
+          };
+          task<std::string> value = i % 2 == 0 ? going.launch("value", body, early_gate)
+                                               : going.launch("value", body, late_gate);
+          detail::task_base* borrowed = detail::task_access::base(value);
+          borrowers[i] = staying.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                        run_inline);
+        }
+        early_gate.trigger();
+      }  // destroyed as its workers run the early values (and their borrowers, inline)
+      late_gate.trigger();
+      std::size_t never_ran = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        try {
+          const std::size_t length = borrowers[i].get_result();
+          CHECK(length == long_text(i).size());
+          CHECK(i % 2 == 0);
+        } catch (const task_never_ran&) {
+          ++never_ran;
+          CHECK(i % 2 == 1);
+        }
+      }
+      CHECK(never_ran == count / 2);
+      CHECK(values_ran.load() == static_cast<int>(count / 2));
+      // Each late value is reported as never run; nothing else is (each task_never_ran was
+      // asked for, by its borrower).
+      CHECK(recorder.count_naming("became ready after its scheduler was destroyed") == count / 2);
+      CHECK(recorder.count() == count / 2);
     }
   }
 }
