@@ -1,6 +1,7 @@
 // Suite "concurrency_limiter_handover": races where a slot or a piece changes hands —
 // pushes from many threads, bursts against finishers running dry, a push as a slot is given
-// back, a waiter that pushed nothing, a slot claimed before its last holder let go.
+// back, a waiter that pushed nothing, a slot claimed before its last holder let go, pieces
+// pushed from pieces amid timed waits, a limiter destroyed while its pieces run.
 #include "limiter_support.h"
 #include "support.h"
 #include "task_support.h"
@@ -14,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -343,6 +345,100 @@ TEST_CASE("concurrency_limiter: a slot claimed while its last holder has not giv
       }
       CHECK(out_of_range.load() == 0);
       CHECK(per_slot[0].pieces + per_slot[1].pieces == expected);
+    }
+  }
+}
+
+namespace {
+
+// marked_pieces records, per piece id, how often the piece ran and whether its push has
+// returned; ids are handed out in push order by `next_id`.
+struct marked_pieces {
+  explicit marked_pieces(std::size_t capacity) : runs(capacity), pushed(capacity) {}
+
+  // push_marked pushes piece `id`; a piece that is not a child pushes one child from inside
+  // its body, under the same limiter, while it holds its slot.
+  void push_marked(task_concurrency_limiter& limiter, occupancy_probe& probe, std::size_t id, bool child) {
+    limiter.push("marked", [this, &limiter, &probe, id, child](std::uint32_t slot) {
+      probe.enter(slot);
+      runs[id].fetch_add(1);
+      if (!child) push_marked(limiter, probe, next_id.fetch_add(1), true);
+      probe.leave(slot);
+    });
+    pushed[id].store(true);  // the push returned: a wait that begins after this must see the piece run
+  }
+
+  std::vector<std::atomic<int>> runs;
+  std::vector<std::atomic<bool>> pushed;
+  std::atomic<std::size_t> next_id{0};
+};
+
+}  // namespace
+
+// Pushers on four threads, each piece pushing a child from inside its body, while another
+// thread waits again and again with short time-outs: every wait that returns true has seen
+// each piece whose push returned before it began run; at the end each piece ran exactly
+// once and never more than N ran at once. Then a limiter destroyed while its pieces still
+// run and wait in its queue: the pieces finish under its limit all the same.
+TEST_CASE("concurrency_limiter: pieces pushed from threads and from pieces amid timed waits run once each, at most N at once" *
+          doctest::test_suite("stress")) {
+  for (int repeat = 0; repeat < test::stress_repeat(); ++repeat) {
+    for (unsigned workers : test::wide_worker_counts) {
+      for (std::uint32_t limit : {1u, 3u}) {
+        CAPTURE(workers);
+        CAPTURE(limit);
+        no_leaks leaks;
+        scheduler pool(test::options_with(workers));
+        constexpr int pushers = 4;
+        constexpr int per_pusher = 120;
+        constexpr std::size_t total = std::size_t{pushers} * per_pusher * 2;  // each with its child
+        marked_pieces pieces(total);
+        occupancy_probe probe(limit);
+        task_concurrency_limiter limiter(limit, priority::normal, pool);
+        std::atomic<bool> stop{false};
+        std::atomic<int> early_returns{0};
+        std::atomic<int> returned_true{0};
+        std::thread timed_waiter([&] {
+          std::vector<std::size_t> before;
+          for (int turn = 0; !stop.load(); ++turn) {
+            before.clear();
+            for (std::size_t id = 0; id < total; ++id) {
+              if (pieces.pushed[id].load()) before.push_back(id);
+            }
+            if (!limiter.wait(std::chrono::microseconds(turn % 4 * 50))) continue;
+            returned_true.fetch_add(1);
+            for (std::size_t id : before) early_returns.fetch_add(pieces.runs[id].load() == 0 ? 1 : 0);
+          }
+        });
+        std::vector<std::thread> threads;
+        for (int t = 0; t < pushers; ++t) {
+          threads.emplace_back([&] {
+            for (int i = 0; i < per_pusher; ++i) pieces.push_marked(limiter, probe, pieces.next_id.fetch_add(1), false);
+          });
+        }
+        for (std::thread& each : threads) each.join();
+        CHECK(limiter.wait(std::chrono::seconds(30)));
+        stop.store(true);
+        timed_waiter.join();
+        CHECK(early_returns.load() == 0);
+        REQUIRE(pieces.next_id.load() == total);
+        int not_once = 0;
+        for (std::size_t id = 0; id < total; ++id) not_once += pieces.runs[id].load() == 1 ? 0 : 1;
+        CHECK(not_once == 0);
+        CHECK(probe.most.load() <= static_cast<int>(limit));
+        CHECK(probe.bad_slots.load() == 0);
+
+        occupancy_probe late_probe(limit);
+        std::vector<long> per_slot(limit, 0);  // plain memory: TSan sees any overlap of a slot
+        {
+          task_concurrency_limiter doomed(limit, priority::normal, pool);
+          push_from_threads(doomed, late_probe, per_slot, 3, 100);
+        }  // destroyed with pieces queued and running: they hold what they need
+        pool.shutdown();  // runs whatever is left of them
+        CHECK(late_probe.ran.load() == 300);
+        CHECK(late_probe.most.load() <= static_cast<int>(limit));
+        CHECK(late_probe.bad_slots.load() == 0);
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // Suite "task_prerequisites": what links a task to the tasks it waits for: prerequisites
 // as tasks, events and ranges, their release once the task starts (or, for an inline task,
 // once the completion that ran it ends), a chain's hops, a prerequisite handed over by
-// rvalue, and subsequents linked while their prerequisite completes.
+// rvalue (against waiters, other handles, cancellation and its scheduler's end), and
+// subsequents linked while their prerequisite completes.
 #include "support.h"
 #include "task_support.h"
 
@@ -11,7 +12,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <ranges>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -244,5 +247,209 @@ TEST_CASE("task_prerequisites stress: a prerequisite handed over by rvalue while
     }
     CHECK(wait_all(subsequents, std::chrono::seconds(30)));
     CHECK(ran.load() == rounds);
+  }
+}
+
+namespace {
+
+// long_text is a result whose characters live on the heap (past the small-string buffer):
+// read after its task is freed, ASan reports it.
+std::string long_text(std::size_t i) { return std::string(48, 'p') + std::to_string(i); }
+
+// borrowed_length is the length of the result of `prior`, read through no reference of the
+// reader's own (as future::next reads it): an inline task whose one prerequisite is `prior`
+// may do so, the completion that runs it (or the launch that finds it complete) holding it.
+std::size_t borrowed_length(detail::task_base* prior) {
+  detail::rethrow_if_failed(prior);
+  return static_cast<detail::task_with_result<std::string>*>(prior)->result().size();
+}
+
+}  // namespace
+
+TEST_CASE("task_prerequisites stress: an inline task's handed prerequisite stays alive for its body while waiters take back the task" *
+          doctest::test_suite("stress")) {
+  // Each borrower is an inline task whose one prerequisite, the value, was handed over by
+  // rvalue (its edge keeps the value's only reference) and whose body reads the value with
+  // no reference of its own. Two threads wait for each borrower as soon as it is launched:
+  // a wait claims the borrower's prerequisites (to retract them: it may run the value
+  // itself) and drops the edge's reference, while the value completes on a worker or a
+  // waiter, whose completion then finds the borrower's word moved by the claim and begins
+  // it by remove_locks and try_begin instead of one CAS. Whoever runs the borrower, the
+  // value must outlive its body (ASan: no use after free), and each is freed once. An inline
+  // value's completion instead may take the borrower's reference over, unless a wait
+  // claimed it first.
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : test::wide_worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      constexpr std::size_t count = 1500;
+      std::vector<task<std::size_t>> borrowers(count);
+      std::atomic<std::size_t> published{0};
+      std::atomic<int> timed_out{0};
+      auto waiter = [&](std::size_t first) {
+        for (std::size_t i = first; i < count; i += 1) {
+          // acquire: pairs with the publishing store
+          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+          if (!borrowers[i].wait(std::chrono::seconds(30))) timed_out.fetch_add(1);
+        }
+      };
+      std::thread first_waiter(waiter, 0);
+      std::thread second_waiter(waiter, 0);
+      for (std::size_t i = 0; i < count; ++i) {
+        // Every other value is itself inline, behind a queued source: its completion, run in
+        // the source's, takes over the borrower's reference to it (drain_queued drops it).
+        task<std::string> value = i % 2 == 0 ? pool.launch("value", [i] { return long_text(i); })
+                                             : pool.launch("value", [i] { return long_text(i); },
+                                                           pool.launch("source", [] {}), run_inline);
+        detail::task_base* borrowed = detail::task_access::base(value);
+        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                   run_inline);
+        published.store(i + 1, std::memory_order_release);  // release: the handle is written before the waiters read it
+      }
+      first_waiter.join();
+      second_waiter.join();
+      CHECK(timed_out.load() == 0);
+      for (std::size_t i = 0; i < count; ++i) CHECK(borrowers[i].get_result() == long_text(i).size());
+    }
+  }
+}
+
+TEST_CASE("task_prerequisites stress: a handed prerequisite whose other handle goes on another thread meanwhile is freed once" *
+          doctest::test_suite("stress")) {
+  // The launch hands the moved handle's reference to its edge only when that handle is the
+  // value's only one. Here a second handle goes on another thread as the launch looks: that
+  // thread waits for the value through it first (and may run it), then drops it; the value
+  // may also be canceled meanwhile (its body skipped: the borrower rethrows task_canceled).
+  // Either way the value is freed once, after the borrower's body (ASan, no_leaks).
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : test::wide_worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      test::diagnostic_recorder recorder;
+      scheduler pool(test::options_with(workers));
+      constexpr std::size_t count = 1500;
+      std::vector<task<std::string>> copies(count);
+      std::vector<cancellation_token> tokens(count);
+      std::vector<task<std::size_t>> borrowers(count);
+      std::atomic<std::size_t> published{0};
+      std::thread dropper([&] {
+        for (std::size_t i = 0; i < count; ++i) {
+          // acquire: pairs with the publishing store
+          while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+          if (i % 3 == 0) tokens[i].cancel();
+          if (i % 2 == 0) copies[i].wait();
+          copies[i] = task<std::string>();  // its handle goes as the launch below looks at the count
+        }
+      });
+      for (std::size_t i = 0; i < count; ++i) {
+        task<std::string> value = pool.launch("value", [i] { return long_text(i); }, tokens[i]);
+        copies[i] = value;
+        detail::task_base* borrowed = detail::task_access::base(value);
+        published.store(i + 1, std::memory_order_release);  // release: the copy is written before the dropper reads it
+        borrowers[i] = pool.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                   run_inline);
+      }
+      dropper.join();
+      std::size_t canceled = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        try {
+          const std::size_t length = borrowers[i].get_result();
+          CHECK(length == long_text(i).size());
+        } catch (const task_canceled&) {
+          ++canceled;
+          CHECK(i % 3 == 0);  // only a canceled value's body is skipped
+        }
+      }
+      CHECK(canceled <= (count + 2) / 3);
+      CHECK(recorder.count() == 0);  // every value's cancellation was asked for, by its borrower
+    }
+  }
+}
+
+TEST_CASE("task_prerequisites: a handed prerequisite its launcher ran through the handle keeps the reference left to that handle") {
+  // A wait that takes the task back off this thread's deque and runs it leaves the queue's
+  // reference to the task's handles (the last one to go drops it). Handed over afterwards,
+  // the handle's reference and that one must both go: the launch keeps the handle until it
+  // returns and takes a reference of its own for the edge.
+  for (unsigned workers : test::worker_counts) {
+    for (placement where : {placement(), run_inline}) {
+      CAPTURE(workers);
+      CAPTURE(where.kind() == detail::task_kind::inline_run);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      pool.attach(named_thread::game);
+      for (std::size_t i = 0; i < 200; ++i) {
+        task<std::string> value = launch("value", [i] { return long_text(i); });
+        value.wait();
+        detail::task_base* borrowed = detail::task_access::base(value);
+        // Only an inline task may borrow: a queued one lets go of its prerequisites as it begins.
+        const bool borrows = where.kind() == detail::task_kind::inline_run;
+        task<std::size_t> after = launch(
+            "after", [borrowed, borrows, i] { return borrows ? borrowed_length(borrowed) : long_text(i).size(); },
+            std::move(value), where);
+        CHECK_FALSE(value.is_valid());  // NOLINT(bugprone-use-after-move): emptied by the launch
+        CHECK(after.get_result() == long_text(i).size());
+      }
+      pool.detach();
+    }
+  }
+}
+
+TEST_CASE("task_prerequisites stress: handed prerequisites whose scheduler goes pass their value or task_never_ran on" *
+          doctest::test_suite("stress")) {
+  // Values on a scheduler that is destroyed while its workers run them; their borrowers,
+  // inline on a scheduler that stays, were handed the values' only handles. Half the values
+  // wait behind a gate opened before the destruction: they run then, and each borrower runs
+  // in its value's completion, on a worker or the destroying thread. The other half wait
+  // behind a gate opened after it: each becomes ready with its scheduler gone (reported),
+  // is completed as never run, and its borrower reads task_never_ran in that completion.
+  // Either way the borrower reads its value while the completion holds it (ASan), and the
+  // value is freed once, with the reference the completion took over (no_leaks).
+  for (int round = 0; round < test::stress_repeat(); ++round) {
+    for (unsigned workers : test::wide_worker_counts) {
+      CAPTURE(workers);
+      no_leaks leaks;
+      test::diagnostic_recorder recorder;
+      scheduler staying(test::options_with(1));
+      constexpr std::size_t count = 400;
+      std::vector<task<std::size_t>> borrowers(count);
+      std::atomic<int> values_ran{0};
+      task_event late_gate("late gate", staying);
+      {
+        scheduler going(test::options_with(workers));
+        task_event early_gate("early gate", going);
+        for (std::size_t i = 0; i < count; ++i) {
+          auto body = [i, &values_ran] {
+            values_ran.fetch_add(1);
+            return long_text(i);
+          };
+          task<std::string> value = i % 2 == 0 ? going.launch("value", body, early_gate)
+                                               : going.launch("value", body, late_gate);
+          detail::task_base* borrowed = detail::task_access::base(value);
+          borrowers[i] = staying.launch("borrower", [borrowed] { return borrowed_length(borrowed); }, std::move(value),
+                                        run_inline);
+        }
+        early_gate.trigger();
+      }  // destroyed as its workers run the early values (and their borrowers, inline)
+      late_gate.trigger();
+      std::size_t never_ran = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        try {
+          const std::size_t length = borrowers[i].get_result();
+          CHECK(length == long_text(i).size());
+          CHECK(i % 2 == 0);
+        } catch (const task_never_ran&) {
+          ++never_ran;
+          CHECK(i % 2 == 1);
+        }
+      }
+      CHECK(never_ran == count / 2);
+      CHECK(values_ran.load() == static_cast<int>(count / 2));
+      // Each late value is reported as never run; nothing else is (each task_never_ran was
+      // asked for, by its borrower).
+      CHECK(recorder.count_naming("became ready after its scheduler was destroyed") == count / 2);
+      CHECK(recorder.count() == count / 2);
+    }
   }
 }

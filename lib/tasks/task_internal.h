@@ -156,9 +156,11 @@ inline void drop_reference_inline(task_base* task, std::uint32_t count = 1) noex
 // copying takes one), so none of a last handle's duties can fall to it meanwhile, and it
 // has none now (a task, not an event; no reference left to the handles).
 inline bool can_hand_handle_to_edge(const task_base* task) noexcept {
-  // relaxed: the caller holds the handle; the count of handles only falls to 1 by other
-  // handles' drops, and hand_handle_to_edge's acq_rel orders those before a destruction
-  return task->kind() != task_kind::event && (task->references.load(std::memory_order_relaxed) >> 32) == 1 &&
+  // acquire: pairs with the acq_rel drop of the handle that took the count of handles down
+  // to this one: a waiter that ran the task through that handle left the queue's reference
+  // to the handles before that drop, and the look at the mark below must see it (else the
+  // edge takes the handle's reference and the one left to the handles is never dropped)
+  return task->kind() != task_kind::event && (task->references.load(std::memory_order_acquire) >> 32) == 1 &&
          !task->state.handles_hold_extra_reference();
 }
 
