@@ -9,9 +9,7 @@
 // thread, or sixteen when `unbalanced` says iterations differ in cost). Batches are spread
 // by recursive halving: a task takes a range of batches, spawns its upper half as a child
 // and keeps the lower half, until one batch is left — so idle workers steal big halves and
-// the caller works through its own. Each range's children belong to a task_group of the
-// thread that splits it, so halves a thread takes back itself cost no shared counter; only
-// a stolen half does. The calling thread takes part and returns when every
+// the caller works through its own. The calling thread takes part and returns when every
 // iteration ran; the first exception an iteration threw is rethrown (the batch it was in
 // stops; every other batch still runs). A loop runs on the scheduler the calling thread
 // works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
@@ -65,41 +63,40 @@ constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::s
   return begin + std::min(plan.batch, count - begin);
 }
 
-// split_batches runs `each_batch(index)` for batches [first, last) of `plan`: it offers
-// the upper half of its range as a child of a group of its own and keeps the lower half,
-// until one batch is left, runs that one, then joins. Each range's group belongs to the
-// thread that runs the range, so its spawns and the joins of children it takes back
-// itself touch no shared counter: only a child another thread stole costs the group a
-// read-modify-write. A thief that takes a half splits it the same way.
+// split_batches runs `each_batch(first, last)` for batches [first, last) of `plan`,
+// halving the range onto `group` until one batch is left.
 template <class EachBatch>
-void split_batches(const loop_plan& plan, std::size_t first, std::size_t last, const EachBatch& each_batch) {
-  if (last - first == 1) {
-    each_batch(first);
-    return;
+void split_batches(task_group& group, const loop_plan& plan, std::size_t first, std::size_t last,
+                   const EachBatch& each_batch) {
+  while (last - first > 1) {
+    std::size_t middle = first + (last - first) / 2;
+    group.run_at(plan.at, [&group, &plan, middle, last, &each_batch] {
+      split_batches(group, plan, middle, last, each_batch);
+    });
+    last = middle;
   }
-  task_group group;
-  try {
-    while (last - first > 1) {
-      std::size_t middle = first + (last - first) / 2;
-      group.run_at(plan.at, [&plan, middle, last, &each_batch] { split_batches(plan, middle, last, each_batch); });
-      last = middle;
-    }
-    each_batch(first);
-  } catch (...) {
-    try {
-      group.wait();
-    } catch (...) {
-    }
-    throw;  // this thread's own batch threw first
-  }
-  group.wait();
+  each_batch(first);
 }
 
 // for_each_batch runs `each_batch(index)` for every batch of `plan`, the caller included.
 template <class EachBatch>
 void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
   if (plan.batches == 0) return;
-  split_batches(plan, 0, plan.batches, each_batch);
+  if (plan.batches == 1) {
+    each_batch(0);
+    return;
+  }
+  task_group group;
+  try {
+    split_batches(group, plan, 0, plan.batches, each_batch);
+  } catch (...) {
+    try {
+      group.wait();
+    } catch (...) {
+    }
+    throw;  // the caller's own batch threw first
+  }
+  group.wait();
 }
 
 }  // namespace detail
