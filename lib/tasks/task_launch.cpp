@@ -194,11 +194,8 @@ void trigger(task_base* event) noexcept {
 void complete_now(task_base* task) noexcept { trigger(task); }
 
 scheduler& scheduler_for_free_functions() noexcept {
-  // scheduler::current() expanded: one look at the thread's context on every free launch.
-  const thread_context& context = this_thread_context();
-  scheduler* facade = context.facade;
-  if (context.named >= 0 && drop_dead_attachment()) [[unlikely]] facade = nullptr;  // as current(): detached now
-  return facade != nullptr ? *facade : default_scheduler();
+  if (scheduler* current = scheduler::current()) return *current;
+  return default_scheduler();
 }
 
 }  // namespace magpie::detail
