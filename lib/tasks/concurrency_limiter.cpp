@@ -176,7 +176,7 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   // pusher_lane is the calling thread's lane of pushed_, handed out in turn.
   static std::size_t pusher_lane() noexcept {
     static std::atomic<std::uint32_t> next{0};
-    constinit thread_local std::uint32_t mine = 0;  // 0: none yet; else the lane + 1
+    std::uint32_t& mine = tasks_tls.limiter_push_lane;
     if (mine == 0) mine = next.fetch_add(1, std::memory_order_relaxed) % push_lanes + 1;  // relaxed: only a spread
     return mine - 1;
   }

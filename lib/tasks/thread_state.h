@@ -72,6 +72,10 @@ struct tasks_thread_state {
   // Retraction's estimate of the stale entries this thread left in its deque.
   stale_entry_estimate stale_entries;
 
+  // This thread's lane among a concurrency limiter's push counters, plus one (0: none given
+  // yet; concurrency_limiter.cpp, pusher_lane). The same lane serves every limiter.
+  std::uint32_t limiter_push_lane = 0;
+
   // The ready loops' spill stack (task.cpp), and whether its guard has freed it at thread
   // exit (from then on a spill frees the storage when the stack empties).
   completion_spill_stack spilled_completions;
