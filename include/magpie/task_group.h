@@ -89,15 +89,15 @@ class task_group {
   // caller runs itself between run() and wait() is its own (wrap it in execute() to bring
   // it along).
   //
-  // Inline: fib makes a group per call. Everything it needs is in the thread's context.
+  // Inline: fib makes a group per call. Everything it needs is in the thread's context,
+  // read by name here and in remember_home (see current_thread_context's declaration).
   task_group() : home_(detail::this_thread_tag()) {
-    const detail::thread_context& context = detail::current_thread_context;
-    if (context.owner == nullptr) {
+    if (detail::current_thread_context.owner == nullptr) {
       owner_ = default_owner();  // no deque of this thread's serves it: the general paths
       return;
     }
-    owner_ = context.owner;
-    remember_home(context);
+    owner_ = detail::current_thread_context.owner;
+    remember_home();
   }
   explicit task_group(scheduler& owner);
 
@@ -230,12 +230,14 @@ class task_group {
   static scheduler::impl* default_owner();  // may throw: creating the default scheduler can
   // remember_home keeps the calling thread's own deque, if it has one for owner_, with
   // what its spawns need: read once here rather than per spawn.
-  void remember_home(const detail::thread_context& context) noexcept {
+  void remember_home() noexcept {
+    using detail::current_thread_context;
     home_generation_ = detail::own_deque_generation;
-    if (context.owner != owner_ || context.deque == nullptr) return;  // the general paths look each time
-    home_deque_ = context.deque;
-    home_accepting_ = context.push_gate;
-    wakes_workers_ = context.wakes_workers;
+    // the general paths look each time
+    if (current_thread_context.owner != owner_ || current_thread_context.deque == nullptr) return;
+    home_deque_ = current_thread_context.deque;
+    home_accepting_ = current_thread_context.push_gate;
+    wakes_workers_ = current_thread_context.wakes_workers;
   }
   void wake_workers() noexcept;
   bool is_home() const noexcept { return detail::this_thread_tag() == home_; }

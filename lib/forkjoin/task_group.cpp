@@ -29,7 +29,7 @@ scheduler::impl* task_group::default_owner() { return &detail::scheduler_access:
 
 task_group::task_group(scheduler& owner)
     : owner_(&detail::scheduler_access::of(owner)), home_(detail::this_thread_tag()) {
-  remember_home(this_thread_context());
+  remember_home();
 }
 
 void task_group::join_unjoined() noexcept {

@@ -42,6 +42,10 @@ struct thread_context {
 
 // The calling thread's context: constant-initialised, so every access is one
 // thread-pointer-relative load (no guard, no call) — it sits on the spawn and launch paths.
+// Inline code in public headers reads its fields by name and never binds a reference or a
+// pointer to it: compiled into a consumer's GCC 12 build with -fsanitize=address,undefined,
+// the null check of such a reference can branch on the flags of the address check before
+// it and report a null thread_context where there is none.
 extern constinit thread_local thread_context current_thread_context;
 
 }  // namespace magpie::detail
