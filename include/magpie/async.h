@@ -112,7 +112,7 @@ struct next_step {
   F function;
 
   auto operator()() {
-    detail::rethrow_if_failed(prior);  // what went wrong upstream skips `function`
+    if (detail::has_failed(prior)) detail::rethrow_if_failed(prior);  // what went wrong upstream skips `function`
     if constexpr (std::is_void_v<R>) {
       return function();
     } else {

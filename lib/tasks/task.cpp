@@ -384,12 +384,9 @@ void completion_spill_stack::grow() noexcept {
   capacity = bigger;
 }
 
-void ready_loop::completed(task_base* task, bool drop_reference) noexcept {
-  std::uintptr_t tagged = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
-  if (!spilled_ && queued_here_ < inline_capacity) {
-    queued_[queued_here_++] = tagged;
-    return;
-  }
+// spill queues a completion on the thread's spill stack once the loop's own slots are full
+// (or it spilled already: from then on everything goes there, newest last).
+void ready_loop::spill(std::uintptr_t tagged) noexcept {
   if (!spilled_) {
     spill_base_ = tasks_tls.spilled_completions.size;
     spilled_ = true;

@@ -50,8 +50,16 @@ class ready_loop {
   }
 
   // completed queues `task` for completion; with `drop_reference`, one reference the
-  // caller held is released after it.
-  void completed(task_base* task, bool drop_reference) noexcept;
+  // caller held is released after it. Inline while the loop's own slots have room (every
+  // inline task and event completes through here); the spill is out of line.
+  void completed(task_base* task, bool drop_reference) noexcept {
+    std::uintptr_t tagged = reinterpret_cast<std::uintptr_t>(task) | (drop_reference ? 1u : 0u);
+    if (!spilled_ && queued_here_ < inline_capacity) [[likely]] {
+      queued_[queued_here_++] = tagged;
+      return;
+    }
+    spill(tagged);
+  }
 
   // drain completes everything queued, and what that makes ready.
   void drain() noexcept {
@@ -82,6 +90,7 @@ class ready_loop {
   [[gnu::always_inline]] inline void remove_lock(task_base* subsequent) noexcept;
   [[gnu::noinline]] void release_inline(const task_edge* edge) noexcept;
   void drain_queued() noexcept;
+  [[gnu::noinline]] void spill(std::uintptr_t tagged) noexcept;
   std::uintptr_t take_newest() noexcept;
 
   next_task* next_slot_;

@@ -331,6 +331,10 @@ bool try_retract_and_execute(task_base* task, task_base* const* through = nullpt
 // rethrow_if_failed rethrows the body's exception (or a nested task's), marking it observed.
 void rethrow_if_failed(task_base* task);
 
+// has_failed says whether the task's body (or a nested task) threw: what rethrow_if_failed
+// rethrows. Inline, so that a result read pays the call only when there is one to rethrow.
+inline bool has_failed(const task_base* task) noexcept { return task->has_flag(has_exception | nested_exception); }
+
 // throw_wait_failed throws task_wait_failed for a get_result whose wait could not end.
 [[noreturn]] void throw_wait_failed(const task_base* task);
 
