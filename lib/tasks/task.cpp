@@ -328,6 +328,8 @@ void settle_extras(task_base* task) noexcept {
   }
 }
 
+[[gnu::noinline]] bool only_handle_is_newest_edges(const task_base* task) noexcept;
+
 // nobody_can_add_subsequents says that no thread can push to `task`'s subsequent list any
 // more, so its completer may close it without a locked exchange. Every push goes through a
 // handle (a launch's prerequisites, add_nested, when_any) or, for a piped task, the pipe's
@@ -345,11 +347,15 @@ bool nobody_can_add_subsequents(const task_base* task) noexcept {
   // acquire: pairs with the last handle's acq_rel drop (its owner's pushes come before it)
   const std::uint64_t handles = task->references.load(std::memory_order_acquire) >> 32;
   if (task->extras != nullptr && task->extras->pipe != nullptr) return false;
-  if (handles == 0) return true;
-  if (handles != 1) return false;
+  return handles == 0 || (handles == 1 && only_handle_is_newest_edges(task));
+}
+// only_handle_is_newest_edges says whether the one handle of `task` (counted by the caller)
+// is kept by its newest edge. Out of line: a task with no handle left, a chain's hop,
+// closes without it.
+bool only_handle_is_newest_edges(const task_base* task) noexcept {
   const task_edge* newest = task->subsequents.newest_while_open();
   // relaxed: set before the push that newest_while_open's acquire read; cleared before a
-  // drop that the acquire above read (or read after)
+  // drop that the caller's acquire look at the count read (or read after)
   return newest != nullptr && newest->holds_handle.load(std::memory_order_relaxed);
 }
 }  // namespace
