@@ -456,9 +456,9 @@ struct task_impl final : task_with_result<R> {
       return true;
     }
     if (action == as_action(task_op::destroy)) {
-      if constexpr (!std::is_void_v<R>) {
+      if constexpr (!std::is_void_v<R> && !std::is_trivially_destructible_v<R>) {
         // The result exists if the body ran and did not throw (a task that never ran
-        // holds task_never_ran as its exception).
+        // holds task_never_ran as its exception). A trivial one needs neither look.
         if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
       }
       std::size_t lead = self->lead();
