@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per task of four shapes (one task at a time, a chain hop, a fib call
-# forked by a task_group, a fib call forked as a coroutine: fib, coro_fork_fib), counted by callgrind over each shape's `measured_<shape>` function alone
+# Instructions per task of five shapes (one task at a time, a chain hop, a fib call
+# forked by a task_group, a fib call forked as a coroutine: fib, coro_fork_fib, a future's
+# `next` link: next_chain), counted by callgrind over each shape's `measured_<shape>` function alone
 # (bench/per_task/magpie.cpp), beside the native time per task of the same program and the
 # serializing instructions per task among them (locked read-modify-writes, xchg with
 # memory, mfence: each costs several ns whatever else the path does), named by function.
@@ -25,7 +26,7 @@ flags=()
 [ -n "${UNATTACHED:-}" ] && flags=(--unattached)
 
 shapes=("$@")
-[ ${#shapes[@]} -eq 0 ] && shapes=(one_at_a_time chain fib coro_fork_fib)
+[ ${#shapes[@]} -eq 0 ] && shapes=(one_at_a_time chain fib coro_fork_fib next_chain)
 tasks=65536
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -1,7 +1,8 @@
-// Four per-task shapes in isolation, for instruction counts: one task at a time
+// Five per-task shapes in isolation, for instruction counts: one task at a time
 // (launch, run, wait, release), a chain hop (the chain built first, then run), fib's
-// task_group spawn-join per call, and fib's coroutine fork/call/join per call
-// (coro_fork_fib, the root run by a task of its own), each on one thread (--threads N
+// task_group spawn-join per call, fib's coroutine fork/call/join per call
+// (coro_fork_fib, the root run by a task of its own), and a future's `next` link (the links
+// built behind an unset promise, then the promise set and the last one read), each on one thread (--threads N
 // adds N − 1 workers), attached unless --unattached. Every shape runs in a function of its
 // own, `measured_<shape>`, which tools/instructions.sh hands to callgrind's toggle-collect
 // (coro_fork_fib's switches the count itself: see counted_coro_fork_fib):
@@ -21,6 +22,7 @@
 #else
 #define COUNT_FROM_HERE_TO_THE_NEXT() ((void)0)
 #endif
+#include <magpie/async.h>
 #include <magpie/coroutine.h>
 #include <magpie/magpie.h>
 
@@ -49,6 +51,19 @@ struct index_body {
 [[gnu::noinline]] void measured_chain(magpie::task_event& gate, magpie::task<>& last) {
   gate.trigger();
   last.wait();
+}
+
+// add_one is next_chain's link. A named type, as index_body.
+struct add_one {
+  std::size_t operator()(std::size_t value) const noexcept { return value + 1; }
+};
+
+[[gnu::noinline]] std::size_t measured_next_chain(std::size_t links) {
+  magpie::promise<std::size_t> head;
+  magpie::future<std::size_t> chain = head.get_future();
+  for (std::size_t i = 0; i < links; ++i) chain = std::move(chain).next(add_one{});
+  head.set_value(0);
+  return chain.get();
 }
 
 [[gnu::noinline]] long measured_fib(int n) { return workloads::fib<bench::magpie_system>(n, 2); }
@@ -85,6 +100,13 @@ std::pair<double, std::size_t> run_once(magpie::scheduler& pool, const std::stri
     if (hops != tasks) throw std::runtime_error("chain: wrong hop count");
     return {seconds, tasks};
   }
+  if (shape == "next_chain") {
+    auto start = clock::now();
+    std::size_t links = measured_next_chain(tasks);
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (links != tasks) throw std::runtime_error("next_chain: wrong link count");
+    return {seconds, tasks};
+  }
   if (shape == "fib") {
     int n = 2;
     while (workloads::fib_calls(n + 1, 2) <= static_cast<double>(tasks)) ++n;
@@ -103,19 +125,19 @@ std::pair<double, std::size_t> run_once(magpie::scheduler& pool, const std::stri
     if (result != workloads::serial_fib(n)) throw std::runtime_error("coro_fork_fib: wrong result");
     return {seconds, static_cast<std::size_t>(workloads::fib_calls(n, 2))};
   }
-  throw std::invalid_argument("unknown shape '" + shape + "' (one_at_a_time, chain, fib, coro_fork_fib)");
+  throw std::invalid_argument("unknown shape '" + shape + "' (one_at_a_time, chain, fib, coro_fork_fib, next_chain)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"magpie per-task costs of three shapes, one attached thread"};
+  CLI::App app{"magpie per-task costs of five shapes, one attached thread"};
   std::string shape = "one_at_a_time";
   std::size_t tasks = 1u << 16;
   int runs = 5;
   bool unattached = false;
   unsigned threads = 1;
-  app.add_option("--shape", shape, "one_at_a_time, chain, fib or coro_fork_fib");
+  app.add_option("--shape", shape, "one_at_a_time, chain, fib, coro_fork_fib or next_chain");
   app.add_option("--tasks", tasks, "tasks per run (fib: the largest fib with at most this many calls)");
   app.add_option("--runs", runs, "runs after one warm-up; the median is printed")->check(CLI::PositiveNumber);
   app.add_flag("--unattached", unattached, "launch from this thread without attaching it, as a plain main does");

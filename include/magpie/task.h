@@ -104,7 +104,7 @@ class task<void> {
   void get_result() const {
     check_valid("get_result");
     if (!base_->is_completed() && !detail::wait(base_, nullptr, &base_)) detail::throw_wait_failed(base_);
-    detail::rethrow_if_failed(base_);
+    if (detail::has_failed(base_)) detail::rethrow_if_failed(base_);
   }
 
   // name is the name given at launch ("" for an invalid handle).

@@ -43,12 +43,11 @@ namespace {
 
 std::string thread_name(std::uint32_t index) { return named_thread_name(index); }
 
-// attachable_serial[slot] is the serial of the scheduler in that slot while threads may be
-// attached to it, 0 from its destruction on. A thread remembers the serial and slot of the
-// scheduler it attached to (scheduler_tls.attached_serial, attached_slot; 0: none), so
-// that it can tell, without touching the scheduler, that it was destroyed while it stayed
-// attached. Serials are never reused; slots are.
+}  // namespace
+
 std::array<std::atomic<std::uint64_t>, 256> attachable_serial{};
+
+namespace {
 
 std::string queue_name(std::uint32_t index, thread_queue queue) {
   return thread_name(index) + (queue == thread_queue::main ? " (main queue)" : " (local queue)");
@@ -204,9 +203,7 @@ void scheduler::detach() {
 
 bool drop_dead_attachment() noexcept {
   thread_context& context = this_thread_context();
-  if (context.named < 0 || detail::scheduler_tls.attached_serial == 0) return false;
-  // acquire: pairs with close_attachments' release store
-  if (attachable_serial[detail::scheduler_tls.attached_slot].load(std::memory_order_acquire) == detail::scheduler_tls.attached_serial) return false;
+  if (context.named < 0 || !attached_scheduler_gone()) return false;
   std::string name = thread_name(static_cast<std::uint32_t>(context.named));
   detail::detach_context();
   detail::scheduler_tls.attached_serial = 0;

@@ -122,8 +122,9 @@ scheduler* scheduler::current() noexcept {
   scheduler* facade = context.facade;  // read first: one look at the thread's context
   // An attached thread whose scheduler was destroyed without detaching it is detached
   // here, its first use since, rather than handed the freed scheduler (the free launch and
-  // the limiter go through here). Other threads pay one comparison.
-  if (context.named >= 0 && drop_dead_attachment()) [[unlikely]] return nullptr;
+  // the limiter go through here). Other threads pay one comparison, attached ones an inline
+  // look at their scheduler's serial.
+  if (context.named >= 0 && attached_scheduler_gone() && drop_dead_attachment()) [[unlikely]] return nullptr;
   return facade;
 }
 

@@ -124,6 +124,22 @@ struct named_thread_state {
 // named_thread_name names named thread `index` in reports: "game", "user 3".
 std::string named_thread_name(std::uint32_t index);
 
+// attachable_serial[slot] is the serial of the scheduler in that slot while threads may be
+// attached to it, 0 from its destruction on. A thread remembers the serial and slot of the
+// scheduler it attached to (scheduler_tls.attached_serial, attached_slot; 0: none), so
+// that it can tell, without touching the scheduler, that it was destroyed while it stayed
+// attached. Serials are never reused; slots are.
+extern std::array<std::atomic<std::uint64_t>, 256> attachable_serial;
+
+// attached_scheduler_gone says whether the calling thread is still attached to a scheduler
+// since destroyed. Inline: scheduler::current() asks it on every free launch from an
+// attached thread, where a call would cost more than the look.
+inline bool attached_scheduler_gone() noexcept {
+  const std::uint64_t serial = detail::scheduler_tls.attached_serial;
+  // acquire: pairs with close_attachments' release store
+  return serial != 0 && attachable_serial[detail::scheduler_tls.attached_slot].load(std::memory_order_acquire) != serial;
+}
+
 // drop_dead_attachment detaches the calling thread, with a report, when it is still
 // attached to a scheduler since destroyed, and says whether it did. Cold: asked only on a
 // thread whose context names a named thread.

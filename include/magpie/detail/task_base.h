@@ -17,7 +17,8 @@
 // system, from launch until the task has run (a queued task) or completed (an event or
 // inline task); each subsequent that lists the task as a prerequisite, until that subsequent
 // starts (an inline one begun by the completion of its one prerequisite leaves it to that
-// completion, which drops it with the system's); the edge of each nested task, on its
+// completion, which drops it with the system's), or until a waiter that claimed that
+// subsequent's prerequisites lets go of them; the edge of each nested task, on its
 // parent, until the nested task completes; a pipe's "last task" slot. A handle is also
 // counted as a handle, so whoever lets go of the last handle knows it; while that handle
 // still holds the task, it does the last handle's duties: an untriggered event can no longer
@@ -26,12 +27,16 @@
 // (task_state::leave_reference_to_handles: a store where a drop would take a
 // read-modify-write), which goes with the last handle. A dropper that sees the count hold
 // only what it owns destroys without a write: nobody can add a reference without holding
-// one. A launch given a task's only handle by rvalue passes the handle's reference to its
-// edge: it links first, then uncounts the handle (the reference stays), so that a completer
-// meanwhile still sees a handle and closes the list with a locked exchange. Until then the
-// edge's reference may already be gone (its subsequent ran and let go): the count is then
-// zero with a handle still counted, and whoever leaves the whole word zero destroys the task
-// — the uncounting launch, then. Whoever completes a task holds a reference to it until the
+// one. A launch given a task's only handle by rvalue gives that handle to its edge. An
+// inline task's edge keeps it as a handle, marked so (task_edge::holds_handle): whoever lets
+// go of the edge's hold drops a handle, with the last handle's duties; the launch never
+// looks at the task after the push, which may free it at once. A queued task's pusher must
+// look at it after the push (it may have finished open), so its launch links first, then
+// uncounts the handle (the reference stays), and a completer meanwhile still sees a handle
+// and closes the list with a locked exchange. Until then the edge's reference may already
+// be gone (its subsequent ran and let go): the count is then zero with a handle still
+// counted, and whoever leaves the whole word zero destroys the task — the uncounting
+// launch, then. Whoever completes a task holds a reference to it until the
 // completion is done, the inline subsequents it runs included; and a launch that finds its
 // prerequisites complete runs an inline task while its caller holds them. So the body of an
 // inline task with one prerequisite may read that prerequisite's result with no reference of
@@ -82,7 +87,15 @@ struct task_edge {
   task_base* subsequent = nullptr;
   task_base* prerequisite = nullptr;  // nullptr: counted as completed at once
   edge_kind kind = edge_kind::prerequisite;
+  // holds_handle: what the edge holds on `prerequisite` is the handle a launch was given
+  // (the only handle of an inline task: link_only_prerequisite), not a reference of its
+  // own, and whoever lets go of it drops a handle. Set before the edge is pushed; cleared
+  // by whoever drops it before the prerequisite completed (a waiter that claimed it), so
+  // that the completer's look at its newest edge (nobody_can_add_subsequents,
+  // lib/tasks/task.cpp) never counts on a handle that is gone.
+  std_atomics::atomic<bool> holds_handle{false};
 };
+static_assert(sizeof(task_edge) == 32, "magpie: task_edge grew past 32 bytes");
 
 // edge_group is a header preceded by `count` edges. The edges come first so that a task's
 // own group can sit just before the task in one block: the task finds it at a fixed offset
@@ -281,8 +294,9 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
 // their locks stand in for the launch lock, so launching costs no read-modify-write of its
 // own unless some prerequisite has already completed. `handed`, if not nullptr, is the slot
 // of a handle to the one prerequisite (`count` 1) that the caller gives up: when it is that
-// task's only handle, the edge keeps the handle's reference (the slot is emptied, nothing
-// dropped) in place of one of its own.
+// task's only handle, the edge keeps it (the slot is emptied, nothing dropped) in place of a
+// reference of its own: an inline task's as a handle (task_edge::holds_handle), a queued
+// task's uncounted to a reference after the push.
 void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count, edge_group* group,
                    task_base** handed = nullptr) noexcept;
 
@@ -330,6 +344,10 @@ bool try_retract_and_execute(task_base* task, task_base* const* through = nullpt
 
 // rethrow_if_failed rethrows the body's exception (or a nested task's), marking it observed.
 void rethrow_if_failed(task_base* task);
+
+// has_failed says whether the task's body (or a nested task) threw: what rethrow_if_failed
+// rethrows. Inline, so that a result read pays the call only when there is one to rethrow.
+inline bool has_failed(const task_base* task) noexcept { return task->has_flag(has_exception | nested_exception); }
 
 // throw_wait_failed throws task_wait_failed for a get_result whose wait could not end.
 [[noreturn]] void throw_wait_failed(const task_base* task);
@@ -438,9 +456,9 @@ struct task_impl final : task_with_result<R> {
       return true;
     }
     if (action == as_action(task_op::destroy)) {
-      if constexpr (!std::is_void_v<R>) {
+      if constexpr (!std::is_void_v<R> && !std::is_trivially_destructible_v<R>) {
         // The result exists if the body ran and did not throw (a task that never ran
-        // holds task_never_ran as its exception).
+        // holds task_never_ran as its exception). A trivial one needs neither look.
         if (self->state.has_begun() && !self->has_flag(has_exception)) self->result().~R();
       }
       std::size_t lead = self->lead();
