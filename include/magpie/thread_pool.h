@@ -26,6 +26,11 @@ namespace magpie {
 // deletes it: do_threaded_work and abandon decide its fate.
 class queued_work {
  public:
+  // queued_work holds nothing: copying a derived work item copies only what it adds. The
+  // copy operations are declared because the destructor is: implicit ones are deprecated.
+  queued_work() = default;
+  queued_work(const queued_work&) = default;
+  queued_work& operator=(const queued_work&) = default;
   virtual ~queued_work();
 
   // do_threaded_work runs the work on a pool thread.
