@@ -36,10 +36,11 @@ CONSUMER_WARNINGS = [
 NO_EXCEPTIONS_MESSAGE = "magpie needs C++ exceptions"
 
 
-def newest_standard(cxx):
-    """The newest -std the compiler knows of C++23's two spellings."""
+def newest_standard(compiler):
+    """The newest -std the compiler (a command: a launcher such as ccache may lead it) knows
+    of C++23's two spellings."""
     for flag in ("-std=c++23", "-std=c++2b"):
-        probe = subprocess.run([cxx, flag, "-x", "c++", "-fsyntax-only", "-"], input="", capture_output=True, text=True)
+        probe = subprocess.run(compiler + [flag, "-x", "c++", "-fsyntax-only", "-"], input="", capture_output=True, text=True)
         if probe.returncode == 0:
             return flag
     return "-std=c++20"
@@ -91,7 +92,8 @@ def main():
         every_header = source("every_header.cpp", "".join(f"#include <{h}>\n" for h in headers))
         consumers = [every_header] + [os.path.abspath(path) for path in args.consumer]
         for compiler in compilers:
-            newest = newest_standard(compiler[0])
+            newest = newest_standard(compiler)
+            print(f"check_headers: {' '.join(compiler)}: C++20 and {newest}")
             for flags in (["-std=c++20"], [newest, "-fno-rtti"]):
                 for tu in consumers:
                     commands.append(compiler + flags + ["-O2", "-c", "-o", os.devnull] + strict + [tu])
@@ -114,7 +116,7 @@ def main():
         print(printed.rstrip())
     checked = len(commands) + len(compilers)
     print(f"check_headers: {checked - len(failures)} of {checked} compiles as expected "
-          f"({len(headers)} headers alone; {', '.join(c[0] for c in compilers)})")
+          f"({len(headers)} headers alone; compilers: {'; '.join(' '.join(c) for c in compilers)})")
     return 1 if failures else 0
 
 
