@@ -26,10 +26,12 @@ namespace magpie {
 // deletes it: do_threaded_work and abandon decide its fate.
 class queued_work {
  public:
-  // queued_work holds nothing: copying a derived work item copies only what it adds. The
-  // copy operations are declared because the destructor is: implicit ones are deprecated.
+  // queued_work holds nothing: copying a derived work item copies only what it adds.
   queued_work() = default;
+  // queued_work(const queued_work&) is declared because the destructor is: a class with a
+  // user-declared destructor and implicit copies draws deprecation warnings.
   queued_work(const queued_work&) = default;
+  // operator= copies nothing, as the copy constructor.
   queued_work& operator=(const queued_work&) = default;
   virtual ~queued_work();
 
