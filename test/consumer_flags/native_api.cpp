@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,34 @@ bool fork_join() {
   return sum == 5000.0 && squares[999] == 998'001 && invoked.load() == 3 && group_fib(15) == 610;
 }
 
+// Threads that are no scheduler's run fork-join inside two schedulers' execute(), each
+// group's children executing in the other scheduler: task_group's inline constructor reads
+// the context of threads that work for a scheduler only meanwhile.
+bool crosswise() {
+  magpie::scheduler first(magpie::scheduler_options{.workers = 2});
+  magpie::scheduler second(magpie::scheduler_options{.workers = 1});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&first, &second, &wrong, t] {
+      magpie::scheduler& outer = t % 2 == 0 ? first : second;
+      magpie::scheduler& inner = t % 2 == 0 ? second : first;
+      for (int round = 0; round < 5; ++round) {
+        long answer = outer.execute([&inner] {
+          magpie::task_group group;
+          long from_inner = 0;
+          group.run([&from_inner, &inner] { from_inner = inner.execute([] { return group_fib(10); }); });
+          group.wait();
+          return from_inner + group_fib(10);
+        });
+        if (answer != 110) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& each : threads) each.join();
+  return wrong.load() == 0;
+}
+
 bool limiter() {
   magpie::task_concurrency_limiter limited(2);
   std::atomic<int> ran{0};
@@ -127,7 +156,7 @@ bool ticks() {
 
 int main() {
   bool ok = true;
-  for (auto [part, passes] : {std::pair{"tasks", &tasks_and_waits}, {"fork-join", &fork_join}, {"limiter", &limiter},
+  for (auto [part, passes] : {std::pair{"tasks", &tasks_and_waits}, {"fork-join", &fork_join}, {"crosswise", &crosswise}, {"limiter", &limiter},
                               {"delegates and timers", &delegates_and_timers}, {"ticks", &ticks}}) {
     if (!passes()) {
       std::printf("native api: %s FAILED\n", part);
