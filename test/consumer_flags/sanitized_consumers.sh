@@ -8,7 +8,8 @@
 #               -Db_sanitize=thread: TSan must see both sides of every synchronisation
 #   mode lto    -O2 -flto against a static library built with -Db_lto=true
 # The programs: test/install/consumer.cpp, test/consumer_flags/*.cpp, the README's first
-# program and examples/ (when CLI11 is installed). Compilers: g++ by default.
+# program and examples/ (when CLI11 is installed). Compilers: g++ by default. Each build is
+# bounded by MAGPIE_CONSUMER_BUILD_SECONDS (600), each run by 300 seconds.
 set -euo pipefail
 prefix=$(realpath "$1")
 mode=$2
@@ -59,7 +60,13 @@ for cxx in "${compilers[@]}"; do
   for entry in "${programs[@]}"; do
     IFS='|' read -r name source arguments <<<"$entry"
     exe=$scratch/$name-$(basename "$cxx")
-    "$cxx" -std=c++20 "${flags[@]}" "$source" -o "$exe" -I"$prefix/include" -L"$libdir" -lmagpie -pthread
+    # A build that runs past its bound fails like any other (an LTO link compiles the library).
+    if ! timeout "${MAGPIE_CONSUMER_BUILD_SECONDS:-600}" "$cxx" -std=c++20 "${flags[@]}" "$source" -o "$exe" \
+        -I"$prefix/include" -L"$libdir" -lmagpie -pthread; then
+      echo "FAILED: $cxx $mode $name did not build"
+      failed=$((failed + 1))
+      continue
+    fi
     for workers in 0 1 2 4 16; do
       threads=$((workers + 1))
       # shellcheck disable=SC2086
@@ -72,5 +79,5 @@ for cxx in "${compilers[@]}"; do
     echo "$cxx $mode $name: ran with 0 1 2 4 16 workers"
   done
 done
-[ "$failed" -eq 0 ] || { echo "sanitized_consumers: $failed runs failed" >&2; exit 1; }
+[ "$failed" -eq 0 ] || { echo "sanitized_consumers: $failed builds or runs failed" >&2; exit 1; }
 echo "sanitized_consumers: ok ($mode; ${compilers[*]})"
