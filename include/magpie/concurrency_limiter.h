@@ -54,10 +54,10 @@ struct limited_item_of final : limited_item {
   limited_item_of(const char* item_name, G&& given) : limited_item{&run_it, &destroy_it, item_name}, work(std::forward<G>(given)) {}
 
   template <class G>
-  static limited_item* make(const char* name, G&& work) {
+  static limited_item* make(const char* item_name, G&& given) {
     void* memory = task_pool::allocate(sizeof(limited_item_of));
     try {
-      return new (memory) limited_item_of(name, std::forward<G>(work));
+      return new (memory) limited_item_of(item_name, std::forward<G>(given));
     } catch (...) {
       task_pool::deallocate(memory, sizeof(limited_item_of));
       throw;

@@ -186,9 +186,9 @@ struct final_awaiter {
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> frame) const noexcept {
     // The awaiter lived in the frame: nothing here touches it after the frame goes.
-    coro_promise_base& promise = frame.promise();
-    if (promise.forks.forked && !settle_forks_at_return(promise)) [[unlikely]] return std::noop_coroutine();
-    return finish_coroutine(promise);
+    coro_promise_base& ending = frame.promise();
+    if (ending.forks.forked && !settle_forks_at_return(ending)) [[unlikely]] return std::noop_coroutine();
+    return finish_coroutine(ending);
   }
   void await_resume() const noexcept {}
 };

@@ -78,9 +78,9 @@ class delegate<R(Args...)> {
   // pointer or empty std::function leaves the delegate unbound, as std::function would.
   template <class Callable>
     requires std::is_invocable_r_v<R, Callable&, Args...> && std::is_copy_constructible_v<std::decay_t<Callable>>
-  void bind(Callable&& callable) {
+  void bind(Callable&& target) {
     delegate fresh;
-    if (!is_null(callable)) fresh.call_ = make_callable(std::forward<Callable>(callable));
+    if (!is_null(target)) fresh.call_ = make_callable(std::forward<Callable>(target));
     fresh.swap(*this);
   }
 

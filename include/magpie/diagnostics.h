@@ -50,8 +50,7 @@ diagnostic_handler set_diagnostic_handler(diagnostic_handler handler) noexcept;
 void default_diagnostic_handler(const diagnostic& report);
 
 // report hands one diagnostic to the installed handler.
-void report(diagnostic_kind kind, std::string_view message,
-            enum severity level = severity::error);
+void report(diagnostic_kind kind, std::string_view message, severity level = severity::error);
 
 // to_string names a diagnostic kind, e.g. "misuse".
 std::string_view to_string(diagnostic_kind kind) noexcept;

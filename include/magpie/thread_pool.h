@@ -26,6 +26,13 @@ namespace magpie {
 // deletes it: do_threaded_work and abandon decide its fate.
 class queued_work {
  public:
+  // queued_work holds nothing: copying a derived work item copies only what it adds.
+  queued_work() = default;
+  // queued_work(const queued_work&) is declared because the destructor is: a class with a
+  // user-declared destructor and implicit copies draws deprecation warnings.
+  queued_work(const queued_work&) = default;
+  // operator= copies nothing, as the copy constructor.
+  queued_work& operator=(const queued_work&) = default;
   virtual ~queued_work();
 
   // do_threaded_work runs the work on a pool thread.

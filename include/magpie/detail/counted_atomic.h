@@ -19,9 +19,14 @@
 // lines lives in a direct-mapped table; a line that collides with another forgets its
 // history, so moves are a slight undercount. Counts are per thread and summed on demand;
 // counting costs a table look-up per operation, so the figures are counts, never times.
+//
+// Everything below exists in the counting build only: elsewhere the non-counting stand-ins
+// in magpie/detail/atomics.h own these names, so including this header there adds nothing.
 #pragma once
 
 #include <magpie/config.h>
+
+#if MAGPIE_COUNTING
 
 #include <atomic>
 #include <cstdint>
@@ -160,3 +165,5 @@ class counted_atomic : public std::atomic<T> {
 };
 
 }  // namespace magpie::detail::counting
+
+#endif  // MAGPIE_COUNTING

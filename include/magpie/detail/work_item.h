@@ -9,6 +9,13 @@
 
 #include <cstdint>
 
+// Every header that queues work includes this one. A body's exception travels with its
+// work to whoever waits (a task's result, a group's join, a future): without exceptions
+// there is nothing to carry it, so such a build stops here rather than deep inside.
+#if !defined(__cpp_exceptions)
+#error "magpie needs C++ exceptions: compile with -fexceptions (docs/building.md)"
+#endif
+
 namespace magpie::detail {
 
 // work_action tells a work item's handler what the scheduler wants.
