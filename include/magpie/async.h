@@ -47,6 +47,8 @@ enum class async_execution { task_graph, task_graph_main_thread, thread, thread_
 class broken_promise : public std::logic_error {
  public:
   using std::logic_error::logic_error;
+  // ~broken_promise is defined in the library, which keeps the class's vtable there alone.
+  ~broken_promise() override;
 };
 
 template <class R>

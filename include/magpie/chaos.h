@@ -6,9 +6,9 @@
 // that blocks, a pipe's hand-over, named-thread queueing) each thread draws from its own
 // seeded generator and now and then yields, spins or sleeps for a few microseconds.
 //
-//   MAGPIE_CHAOS=42 build/test-tsan/test/task_test          // the environment, read by
-//   MAGPIE_CHAOS=42:0.2 ...                                 // the first scheduler; or
-//   magpie::chaos::start({.seed = 42, .rate = 0.05});        // in code; or
+//   MAGPIE_CHAOS=42 build/test-tsan/test/task_lifetime_test  // the environment, read by
+//   MAGPIE_CHAOS=42:0.2 ...                                  // the first scheduler; or
+//   magpie::chaos::start({.seed = 42, .rate = 0.05});         // in code; or
 //   scheduler_options{.chaos = magpie::chaos::options{42}}
 //
 // Replay: a thread's decisions depend only on the seed, the thread's identity (a worker's

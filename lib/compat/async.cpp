@@ -30,3 +30,9 @@ void check_valid(bool valid, const char* operation) {
 }
 
 }  // namespace magpie::async_internal
+
+namespace magpie {
+
+broken_promise::~broken_promise() = default;
+
+}  // namespace magpie
