@@ -328,8 +328,6 @@ void settle_extras(task_base* task) noexcept {
   }
 }
 
-[[gnu::noinline]] bool only_handle_is_newest_edges(const task_base* task) noexcept;
-
 // nobody_can_add_subsequents says that no thread can push to `task`'s subsequent list any
 // more, so its completer may close it without a locked exchange. Every push goes through a
 // handle (a launch's prerequisites, add_nested, when_any) or, for a piped task, the pipe's
@@ -337,26 +335,10 @@ void settle_extras(task_base* task) noexcept {
 // the last handle's drop (acq_rel), ordering its owner's pushes before this look. Nor can a
 // thread be blocked on the task without a handle, so the waiter's Dekker pairing with
 // close's seq_cst is not needed either. A fire-and-forget launch, a chain's hop.
-//
-// An inline task whose one handle is held by its newest edge (task_edge::holds_handle: a
-// launch was given it, a `next` chain's link) is as good as one without: that handle pushes
-// nothing, nobody can copy it, and the body that could make another (this_task()) has
-// returned. Counted first, then the edge looked at: a waiter that lets go of the edge's
-// handle early clears the mark before its drop, which this acquire then orders first.
 bool nobody_can_add_subsequents(const task_base* task) noexcept {
   // acquire: pairs with the last handle's acq_rel drop (its owner's pushes come before it)
-  const std::uint64_t handles = task->references.load(std::memory_order_acquire) >> 32;
-  if (task->extras != nullptr && task->extras->pipe != nullptr) return false;
-  return handles == 0 || (handles == 1 && only_handle_is_newest_edges(task));
-}
-// only_handle_is_newest_edges says whether the one handle of `task` (counted by the caller)
-// is kept by its newest edge. Out of line: a task with no handle left, a chain's hop,
-// closes without it.
-bool only_handle_is_newest_edges(const task_base* task) noexcept {
-  const task_edge* newest = task->subsequents.newest_while_open();
-  // relaxed: set before the push that newest_while_open's acquire read; cleared before a
-  // drop that the caller's acquire look at the count read (or read after)
-  return newest != nullptr && newest->holds_handle.load(std::memory_order_relaxed);
+  return (task->references.load(std::memory_order_acquire) >> 32) == 0 &&
+         (task->extras == nullptr || task->extras->pipe == nullptr);
 }
 }  // namespace
 
@@ -430,14 +412,13 @@ void ready_loop::drain_queued() noexcept {
   while (queued_here_ != 0 || spilled_) {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
-    taken_over_ = 0;  // release_inline may leave references (or a handle) to `task` here
+    taken_over_ = 0;  // release_inline may leave references to `task` here
     finish(task);
     // The system's reference (events and inline tasks end here), the caller's if tagged, and
-    // what the completion took over, in one go: a chain's link is freed by a load.
-    const std::uint64_t own = (task->kind() != task_kind::queued ? 1u : 0u) + (tagged & 1u);
-    const std::uint64_t dropped = taken_over_ + own * task_base::one_reference;
+    // those the completion took over, in one go: a chain's link is freed by a load.
+    std::uint32_t dropped = taken_over_ + (task->kind() != task_kind::queued ? 1u : 0u) + static_cast<std::uint32_t>(tagged & 1u);
     taken_over_ = not_draining;
-    if (dropped != 0) drop_holds_inline(task, dropped);
+    if (dropped != 0) drop_reference_inline(task, dropped);
   }
 }
 
@@ -472,11 +453,10 @@ void ready_loop::release_inline(const task_edge* edge) noexcept {
   begin_outcome claim = begin_outcome::refused;
   if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
   if (holds_prerequisites(claim) && taken_over_ != not_draining && is_only_prerequisite(completing, subsequent)) {
-    // Its one hold on the completing task (a reference, or the handle its launch was given)
-    // goes to drain_queued, which holds a reference of its own until the completion is done,
-    // the inline runs included: it drops them together.
+    // Its one reference to the completing task goes to drain_queued, which holds one of its
+    // own until the completion is done, the inline runs included: it drops them together.
     claim = begin_outcome::began;
-    taken_over_ += edge_hold(*edge);
+    ++taken_over_;
   }
   if (began(claim)) {
     run_inline(*this, subsequent, claim);

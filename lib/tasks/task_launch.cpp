@@ -111,24 +111,6 @@ std::uint32_t link_only_prerequisite(task_base* task, task_base* prerequisite, t
   edge->prerequisite = prerequisite;
   // Kept until this task starts: the handed handle's reference, else one of its own.
   const bool hand_over = handed != nullptr && can_hand_handle_to_edge(prerequisite);
-  if (hand_over && prerequisite->kind() == task_kind::inline_run) {
-    // The edge keeps the handle itself, counted as a handle: no read-modify-write to
-    // uncount it, and the completer still closes the list with a plain store
-    // (nobody_can_add_subsequents). Nothing here looks at the prerequisite after the push,
-    // which is what lets the handle go at once: once pushed, the prerequisite may complete,
-    // run this task and be freed. (An inline task is never taken back off a deque, so it
-    // never finishes open, and push_subsequent's look after the push has nothing to find.)
-    // relaxed: published by the push's release CAS
-    edge->holds_handle.store(true, std::memory_order_relaxed);
-    if (prerequisite->subsequents.push_if_not_closed(edge)) {
-      *handed = nullptr;
-      return 0;
-    }
-    // Complete already: as below, the handle stays with the launcher.
-    edge->holds_handle.store(false, std::memory_order_relaxed);  // relaxed: the edge was never published
-    add_reference_inline(prerequisite);
-    return 1;
-  }
   if (!hand_over) add_reference_inline(prerequisite);
   if (push_subsequent(prerequisite, edge)) {
     if (hand_over) {

@@ -108,15 +108,11 @@ std::uint32_t last_handle_duties(task_base* task) noexcept {
   return task->state.handles_hold_extra_reference() ? 1 : 0;
 }
 
-namespace {
-
-// drop_handle_holding drops a handle and `references` more references the caller holds.
-inline void drop_handle_holding(task_base* task, std::uint32_t references) noexcept {
-  const std::uint64_t held = task_base::one_handle + references * task_base::one_reference;
-  // acquire: pairs with the release half of every other owner's drop. Holding every
+void drop_handle(task_base* task) noexcept {
+  // acquire: pairs with the release half of every other owner's drop. Holding the only
   // reference, nobody can add one (that takes a reference), so no write is needed.
   std::uint64_t now = task->references.load(std::memory_order_acquire);
-  if (now == held) {
+  if (now == task_base::one_handle) {
     destroy_task(task);
     return;
   }
@@ -125,7 +121,7 @@ inline void drop_handle_holding(task_base* task, std::uint32_t references) noexc
     // it does the last handle's duties before letting go, then drops its handle and what
     // they gave it in one read-modify-write (or, holding every reference, none).
     std::uint32_t extra = last_handle_duties(task);
-    std::uint64_t dropped = held + extra * task_base::one_reference;
+    std::uint64_t dropped = task_base::one_handle + extra * task_base::one_reference;
     // Seen holding every reference, nobody else can hold one now (never an event here: its
     // handles hold no extra reference, so it was the sole-owner case above).
     if (now == dropped) {
@@ -147,15 +143,7 @@ inline void drop_handle_holding(task_base* task, std::uint32_t references) noexc
   std::uint64_t before =
       task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
   std::uint32_t extra = (before >> 32) == 1 ? last_handle_duties(task) : 0;
-  drop_reference(task, 1 + references + extra);
-}
-
-}  // namespace
-
-void drop_handle(task_base* task) noexcept { drop_handle_holding(task, 0); }
-
-void drop_handle_and_references(task_base* task, std::uint32_t references) noexcept {
-  drop_handle_holding(task, references);
+  drop_reference(task, 1 + extra);
 }
 
 void add_reference(task_base* task) noexcept { add_reference_inline(task); }
@@ -165,18 +153,7 @@ void drop_reference(task_base* task, std::uint32_t count) noexcept { drop_refere
 void drop_prerequisite_references(task_base* task) noexcept {
   for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
     for (std::uint32_t i = 0; i < group->count; ++i) {
-      task_edge& edge = group->edges()[i];
-      task_base* prerequisite = edge.prerequisite;
-      if (prerequisite == nullptr) continue;
-      if (edge_hold(edge) == task_base::one_reference) {
-        drop_reference(prerequisite);
-        continue;
-      }
-      // The handle a launch gave the edge. Unmarked first: a waiter may let go of it before
-      // the prerequisite completes, and its completer must not count on it then.
-      // relaxed: the drop below (acq_rel) carries it to the completer's acquire look
-      edge.holds_handle.store(false, std::memory_order_relaxed);
-      drop_handle(prerequisite);
+      if (task_base* prerequisite = group->edges()[i].prerequisite) drop_reference(prerequisite);
     }
   }
 }
