@@ -267,8 +267,9 @@ TEST_CASE("task_group stress: threads execute fork-join on two schedulers at onc
               long from_inner = 0;
               group.run([&] { from_inner = inner.execute([&] { return fib_counting(10, &inner, right, calls); }); });
               group.wait();
-              // group_fib is an inline function from a header: with it, GCC 12's ASan+UBSan
-              // build once reported a null thread_context in task_group's constructor.
+              // group_fib is an inline function from a header: the shape in which GCC 12's
+              // ASan+UBSan build misreports a null thread_context if task_group reads its
+              // thread's context through a reference (see thread_context.h).
               return from_inner + group_fib(10);
             });
             if (answer != 110 || right.load() != calls.load() || scheduler::current() != nullptr) wrong.fetch_add(1);
