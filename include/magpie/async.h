@@ -18,6 +18,8 @@
 // consume() rethrow it, and next passes it down the chain. See docs/porting-from-unreal.md.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>

@@ -21,6 +21,8 @@
 // Checking a token is one relaxed load.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <atomic>
 #include <exception>
 #include <utility>

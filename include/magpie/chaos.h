@@ -21,6 +21,8 @@
 // returns false and every point compiles to nothing.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/chaos_options.h>
 #include <magpie/detail/chaos_points.h>
 

@@ -2,6 +2,8 @@
 // itself, so that scheduler_options can name it without pulling chaos.h into every user.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <cstdint>
 
 namespace magpie {

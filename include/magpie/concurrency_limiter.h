@@ -22,6 +22,8 @@
 // before its work finished: the work still runs, and keeps what it needs alive itself.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/detail/task_pool.h>
 #include <magpie/scheduler.h>
 

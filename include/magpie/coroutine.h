@@ -39,6 +39,8 @@
 // freed, and its task completes holding task_never_ran (docs/coroutines.md, Shutdown).
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/cancellation.h>
 #include <magpie/detail/task_pool.h>
 #include <magpie/detail/work_item.h>

@@ -40,6 +40,8 @@
 // forked into them write into a variable whose scope has ended.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/coroutine.h>
 #include <magpie/detail/thread_context.h>
 

@@ -20,6 +20,8 @@
 // ends the broadcast and reaches the caller; removed listeners are still freed.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/diagnostics.h>
 
 #include <atomic>

@@ -12,6 +12,8 @@
 //   magpie::set_diagnostic_handler(previous);
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <string_view>
 
 namespace magpie {

@@ -2,6 +2,8 @@
 // Including this header reaches every public header.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/async.h>
 #include <magpie/cancellation.h>
 #include <magpie/concurrency_limiter.h>

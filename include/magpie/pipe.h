@@ -14,6 +14,8 @@
 // of the task it displaced (or, if there was none, is ready at once).
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/task.h>
 
 #include <atomic>

@@ -16,6 +16,8 @@
 // nobody parked costs one fence and one load. See docs/scheduler.md.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/chaos_options.h>
 #include <magpie/detail/work_item.h>
 

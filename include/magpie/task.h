@@ -21,6 +21,8 @@
 // calling named thread is attached to, else default_scheduler(). See docs/tasks.md.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/cancellation.h>
 #include <magpie/detail/event_count.h>
 #include <magpie/detail/task_base.h>

@@ -11,6 +11,8 @@
 // wait for is reported: those tasks can never run.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/task.h>
 
 namespace magpie {

@@ -11,6 +11,8 @@
 // theirs when they exit, at scheduler shutdown.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <cstddef>
 
 namespace magpie {

@@ -20,6 +20,8 @@
 // attached to, else default_scheduler(). Port name by name with docs/porting-from-unreal.md.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
 #include <magpie/task_event.h>

@@ -15,6 +15,8 @@
 // counted: an event stays valid, and completed, as long as a graph_event_ref names it.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/task.h>
 #include <magpie/task_event.h>
 #include <magpie/taskgraph_named_threads.h>

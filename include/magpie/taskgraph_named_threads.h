@@ -8,6 +8,8 @@
 //   named_threads::get_task_priority(where);  // 1: high
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/scheduler.h>
 #include <magpie/task.h>
 

@@ -17,6 +17,8 @@
 // matters here. Launch short work as magpie tasks instead.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <cstddef>
 #include <memory>
 

@@ -33,6 +33,8 @@
 // the call changes nothing). A tick function may be destroyed on any thread.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/scheduler.h>
 
 #include <atomic>

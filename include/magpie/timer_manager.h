@@ -61,6 +61,8 @@
 // tick(). The frame counter is called on the owning thread.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/delegate.h>
 
 #include <concepts>

@@ -29,6 +29,8 @@
 // strings that outlive the writing of the trace. See docs/tracing.md.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/detail/trace_points.h>
 
 #include <cstddef>

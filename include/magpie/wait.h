@@ -11,6 +11,8 @@
 // not a task per input.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/task.h>
 
 #include <chrono>

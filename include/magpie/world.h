@@ -21,6 +21,8 @@
 // tickable objects tickable when paused; timers stand still.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/scheduler.h>
 #include <magpie/tick_manager.h>
 #include <magpie/timer_manager.h>

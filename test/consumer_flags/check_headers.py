@@ -12,7 +12,9 @@ What it compiles, each with CONSUMER_WARNINGS and -Werror:
     -O2 (flow-based warnings such as -Wnull-dereference need the optimiser), once with
     -std=c++20 and once with the newest standard and -fno-rtti;
   * <magpie/magpie.h> with -fno-exceptions, which must fail and say that magpie needs
-    exceptions (magpie/detail/work_item.h checks it) rather than fail somewhere inside.
+    exceptions (magpie/detail/language.h checks it) rather than fail somewhere inside;
+  * every public header (magpie/*.h) alone with -std=c++17, which must fail with, as its
+    first error, the line saying that magpie needs C++20: each includes language.h first.
 
 It exits 0 when all of that holds, else prints each failing command and what it printed.
 """
@@ -32,8 +34,9 @@ CONSUMER_WARNINGS = [
     "-Wnull-dereference", "-Wdouble-promotion",
 ]
 
-# The message magpie/detail/work_item.h gives a build without exceptions.
+# The messages magpie/detail/language.h gives a build without exceptions, or before C++20.
 NO_EXCEPTIONS_MESSAGE = "magpie needs C++ exceptions"
+OLD_STANDARD_MESSAGE = "magpie needs C++20 or later"
 
 
 def newest_standard(compiler):
@@ -111,10 +114,19 @@ def main():
             if code == 0 or NO_EXCEPTIONS_MESSAGE not in printed:
                 failures.append((command, f"expected a failure naming '{NO_EXCEPTIONS_MESSAGE}'; got:\n{printed}"))
 
+        public_headers = [h for h in headers if "/" not in h[len("magpie/"):]]
+        old_standard = [compilers[0] + ["-std=c++17", "-fsyntax-only"] + include_flags
+                        + [source("old_" + h.replace("/", "_") + ".cpp", f"#include <{h}>\n")] for h in public_headers]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for command, code, printed in pool.map(compile_one, old_standard):
+                errors = [line for line in printed.splitlines() if "error" in line]
+                if code == 0 or not errors or OLD_STANDARD_MESSAGE not in errors[0]:
+                    failures.append((command, f"expected a first error naming '{OLD_STANDARD_MESSAGE}'; got:\n{printed}"))
+
     for command, printed in failures:
         print("FAILED: " + " ".join(command))
         print(printed.rstrip())
-    checked = len(commands) + len(compilers)
+    checked = len(commands) + len(compilers) + len(old_standard)
     print(f"check_headers: {checked - len(failures)} of {checked} compiles as expected "
           f"({len(headers)} headers alone; compilers: {'; '.join(' '.join(c) for c in compilers)})")
     return 1 if failures else 0

@@ -7,14 +7,9 @@
 // that no longer processes it), to be discarded without running.
 #pragma once
 
-#include <cstdint>
+#include <magpie/detail/language.h>
 
-// Every header that queues work includes this one. A body's exception travels with its
-// work to whoever waits (a task's result, a group's join, a future): without exceptions
-// there is nothing to carry it, so such a build stops here rather than deep inside.
-#if !defined(__cpp_exceptions)
-#error "magpie needs C++ exceptions: compile with -fexceptions (docs/building.md)"
-#endif
+#include <cstdint>
 
 namespace magpie::detail {
 
