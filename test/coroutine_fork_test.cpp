@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -44,6 +45,17 @@ coro<long> fork_fib(int n) {
 bool bounded_wait_for(const std::atomic<bool>& flag) {
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// live_blocks_settle_at_most waits (at most 10 s) until the task pool's live blocks are at
+// most `count`; false if they never were.
+bool live_blocks_settle_at_most(std::int64_t count) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (detail::task_pool::live_blocks() > count) {
     if (std::chrono::steady_clock::now() > give_up) return false;
     std::this_thread::yield();
   }
@@ -283,6 +295,23 @@ TEST_CASE("coroutine fork: a fork-join round takes its memory from the task pool
   test::counting.store(false);
   CHECK(result == serial_fib(12));
   CHECK(test::allocations.load() == 0);
+}
+
+TEST_CASE("coroutine fork: a thread keeps no coroutine frame once its run is over") {
+  // Frames that end while a thread runs coroutines are kept for the thread's next ones; the
+  // run's end hands them back. The pool's live count is global: it is compared as no_leaks
+  // does, never above (a block of an earlier test may be released meanwhile, not taken).
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    scheduler pool(test::options_with(workers));
+    auto round = [&] { return pool.launch("fib", [] { return fork_fib(14); }).get_result(); };
+    CHECK(round() == serial_fib(14));  // warms up the threads' pools
+    const std::int64_t before = detail::task_pool::live_blocks();
+    CHECK(round() == serial_fib(14));
+    CHECK(live_blocks_settle_at_most(before));  // a worker may close its run just after the result is set
+    { coro<long> never_started = fork_fib(5); }  // made and freed outside any run: not kept either
+    CHECK(detail::task_pool::live_blocks() <= before);
+  }
 }
 
 TEST_CASE("coroutine fork: fib and wide fan-outs of forked coroutines across many workers" *

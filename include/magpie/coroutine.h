@@ -20,7 +20,8 @@
 // Awaitable: task<R> (yields R&, which lives as long as the task), task_event, when_all /
 // when_any results, and resume_on(named_thread), resume_on(priority), yield().
 // add_nested() from the coroutine makes the coroutine task wait for the nested task, before
-// and after a suspension. Frames come from magpie's task pool (larger ones from operator new).
+// and after a suspension. Frames come from magpie's task pool (larger ones from operator new),
+// through a small per-thread cache of the frames that ended while the thread ran coroutines.
 //
 // Fork-join between coroutines, without a task per child (include/magpie/coroutine_fork.h):
 //
@@ -66,6 +67,25 @@ namespace detail {
 
 class coro_promise_base;
 
+// allocate_frame and free_frame make and free every magpie coroutine frame: from the
+// calling thread's cache of frames that ended while it ran coroutines, else from the task
+// pool. Out of line: a coroutine may resume on another thread, so nothing inlined into its
+// body may keep a thread's cache (lib/forkjoin/coroutine.cpp).
+void* allocate_frame(std::size_t bytes);
+void free_frame(void* frame, std::size_t bytes) noexcept;
+
+// frame_cache_scope spans a run of coroutine code from one of magpie's entry points (a
+// coroutine task's start, a resumption, a stolen forked child): inside one, a frame that
+// ends is kept for the next one made on this thread; the outermost scope to close hands
+// every frame kept back to the task pool, so a thread between runs holds none.
+class frame_cache_scope {
+ public:
+  frame_cache_scope() noexcept;
+  ~frame_cache_scope();
+  frame_cache_scope(const frame_cache_scope&) = delete;
+  frame_cache_scope& operator=(const frame_cache_scope&) = delete;
+};
+
 // fork_item is a forked child coroutine's entry in a deque: a work item that runs it.
 struct fork_item : work_item {
   coro_promise_base* child;  // set by adopt_child, before the item is ever queued
@@ -100,8 +120,8 @@ struct fork_state {
 // coro_promise_base is the part of every magpie coroutine's promise that does not depend on R.
 class coro_promise_base {
  public:
-  static void* operator new(std::size_t bytes) { return task_pool::allocate(bytes); }
-  static void operator delete(void* frame, std::size_t bytes) noexcept { task_pool::deallocate(frame, bytes); }
+  static void* operator new(std::size_t bytes) { return allocate_frame(bytes); }
+  static void operator delete(void* frame, std::size_t bytes) noexcept { free_frame(frame, bytes); }
 
   std::suspend_always initial_suspend() noexcept { return {}; }
   void unhandled_exception() noexcept { failure = std::current_exception(); }
@@ -302,6 +322,7 @@ class resumer {
     std::coroutine_handle<> frame = claim();
     if (!frame) return;  // abandoned at its scheduler's shutdown: there is nothing left to resume
     token_for_segment scope(promise_->token);  // read before the resume, which may free the promise
+    frame_cache_scope frames;
     frame.resume();
   }
 
@@ -395,6 +416,7 @@ struct coro_task final : task_with_result<R> {
         frame.promise().destroy_body = &destroy_body;
         frame.promise().token = token;
         token_for_segment scope(token);
+        frame_cache_scope frames;
         // From here the coroutine owns the task's completion: when it returns, it hands
         // over its result, destroys the body and itself (finish_coroutine) — perhaps on
         // another thread before resume() returns here, so nothing is touched after it.

@@ -14,6 +14,52 @@
 namespace magpie::detail {
 
 namespace {
+
+// The frame cache. A fork-join tree makes and ends a frame per call, and a frame that ends
+// on a thread is, nearly always, about the size of the next one the thread makes: kept in a
+// per-thread stack by size (64-byte lines) and handed out newest first, it is reused while
+// still in cache, by a pop from a linked list, with none of the pool's bookkeeping. Only
+// inside a frame_cache_scope: the outermost scope to close returns every kept frame to the
+// pool, so a thread between coroutine runs holds none and the pool's counts see each frame
+// returned. A bounded number per size: a deep tree's unwinding sends the rest to the pool.
+// Under AddressSanitizer every frame goes to the pool, which poisons it while free.
+struct cached_frame {
+  cached_frame* next;
+};
+
+struct frame_cache {
+  static constexpr std::size_t line_counts = task_pool::largest_pooled / 64 + 1;  // index: a frame's size in lines
+  static constexpr std::uint32_t per_size = 8;
+  cached_frame* newest[line_counts] = {};
+  std::uint32_t kept[line_counts] = {};
+  std::uint32_t kept_total = 0;
+  std::uint32_t open_scopes = 0;
+};
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool caches_frames = false;
+#else
+constexpr bool caches_frames = true;
+#endif
+
+// Read and written by its own thread only: a frame it keeps was freed on this thread, after
+// whatever last touched it elsewhere had been ordered before the free (a join, a completion).
+constinit thread_local frame_cache frames;
+
+std::size_t lines_of(std::size_t bytes) noexcept { return (bytes + 63) / 64; }
+
+// return_kept_frames hands every frame the thread keeps back to the pool.
+[[gnu::noinline]] void return_kept_frames(frame_cache& cache) noexcept {
+  for (std::size_t lines = 1; lines < frame_cache::line_counts; ++lines) {
+    while (cached_frame* frame = cache.newest[lines]) {
+      cache.newest[lines] = frame->next;
+      task_pool::deallocate(frame, lines * 64);  // same class as the frame's own size: the pool's classes are whole lines
+    }
+    cache.kept[lines] = 0;
+  }
+  cache.kept_total = 0;
+}
+
 using resumption_task = task_impl<resumer, void>;
 
 // The waiting record: every resumer, of every scheduler, waiting behind the task its
@@ -91,6 +137,43 @@ void abandon_coroutine(std::coroutine_handle<> frame, coro_promise_base& promise
 }
 
 }  // namespace
+
+// noinline (as each of these): link-time optimisation must not take the thread's cache into a coroutine body.
+[[gnu::noinline]] void* allocate_frame(std::size_t bytes) {
+  const std::size_t lines = lines_of(bytes);
+  frame_cache& cache = frames;
+  if (lines < frame_cache::line_counts) {
+    if (cached_frame* frame = cache.newest[lines]) {
+      cache.newest[lines] = frame->next;
+      --cache.kept[lines];
+      --cache.kept_total;
+      return frame;
+    }
+  }
+  return task_pool::allocate(bytes);
+}
+
+[[gnu::noinline]] void free_frame(void* frame, std::size_t bytes) noexcept {
+  const std::size_t lines = lines_of(bytes);
+  frame_cache& cache = frames;
+  if (caches_frames && lines < frame_cache::line_counts && cache.open_scopes != 0 &&
+      cache.kept[lines] < frame_cache::per_size) {
+    auto* kept = static_cast<cached_frame*>(frame);
+    kept->next = cache.newest[lines];
+    cache.newest[lines] = kept;
+    ++cache.kept[lines];
+    ++cache.kept_total;
+    return;
+  }
+  task_pool::deallocate(frame, bytes);
+}
+
+[[gnu::noinline]] frame_cache_scope::frame_cache_scope() noexcept { ++frames.open_scopes; }
+
+[[gnu::noinline]] frame_cache_scope::~frame_cache_scope() {
+  frame_cache& cache = frames;
+  if (--cache.open_scopes == 0 && cache.kept_total != 0) return_kept_frames(cache);
+}
 
 // waiting_record_access reaches a resumer's links for the record.
 struct waiting_record_access {

@@ -73,6 +73,7 @@ bool run_forked_child(work_item* item, work_action action) noexcept {
     return true;
   }
   token_for_segment scope(child.token);
+  frame_cache_scope frames;
   child.self.resume();  // may resume its parent, and theirs, as each finishes last
   return true;
 }
