@@ -16,8 +16,6 @@
 // planned for its threads.
 #pragma once
 
-#include <magpie/detail/language.h>
-
 #include <magpie/task_group.h>
 
 #include <algorithm>
@@ -65,58 +63,19 @@ constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::s
   return begin + std::min(plan.batch, count - begin);
 }
 
-template <class EachBatch>
-[[gnu::noinline]] void run_taken_half(const loop_plan& plan, std::size_t first, std::size_t last,
-                                      const EachBatch& each_batch);
-
-// split_batches runs `each_batch(index)` for batches [first, last) of `plan`, halving the
-// range onto `group` until one batch is left. A half is split further onto `group` only
-// by the thread that made it: its spawns are counted with plain stores, where another
-// thread's would each cost a read-modify-write on the group's shared counter, and one at
-// completion. A half that another thread took runs as a loop of its own (run_batches),
-// on a group of that thread (run_taken_half), so the cost of sharing is paid once per
-// steal, not once per batch.
+// split_batches runs `each_batch(first, last)` for batches [first, last) of `plan`,
+// halving the range onto `group` until one batch is left.
 template <class EachBatch>
 void split_batches(task_group& group, const loop_plan& plan, std::size_t first, std::size_t last,
                    const EachBatch& each_batch) {
   while (last - first > 1) {
     std::size_t middle = first + (last - first) / 2;
     group.run_at(plan.at, [&group, &plan, middle, last, &each_batch] {
-      if (group_access::made_by_calling_thread(group)) {
-        split_batches(group, plan, middle, last, each_batch);
-      } else {
-        run_taken_half(plan, middle, last, each_batch);
-      }
+      split_batches(group, plan, middle, last, each_batch);
     });
     last = middle;
   }
   each_batch(first);
-}
-
-// run_batches runs `each_batch(index)` for batches [first, last) of `plan` (at least
-// one) on a group of the calling thread, which takes part, and returns once all have run.
-template <class EachBatch>
-[[gnu::always_inline]] inline void run_batches(const loop_plan& plan, std::size_t first, std::size_t last,
-                                               const EachBatch& each_batch) {
-  task_group group;
-  try {
-    split_batches(group, plan, first, last, each_batch);
-  } catch (...) {
-    try {
-      group.wait();
-    } catch (...) {
-    }
-    throw;  // the caller's own batch threw first
-  }
-  group.wait();
-}
-
-// run_taken_half is run_batches for a half another thread took, out of line: the
-// splitting child's own frame stays as small as the common case needs.
-template <class EachBatch>
-[[gnu::noinline]] void run_taken_half(const loop_plan& plan, std::size_t first, std::size_t last,
-                                      const EachBatch& each_batch) {
-  run_batches(plan, first, last, each_batch);
 }
 
 // for_each_batch runs `each_batch(index)` for every batch of `plan`, the caller included.
@@ -127,7 +86,17 @@ void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
     each_batch(0);
     return;
   }
-  run_batches(plan, 0, plan.batches, each_batch);
+  task_group group;
+  try {
+    split_batches(group, plan, 0, plan.batches, each_batch);
+  } catch (...) {
+    try {
+      group.wait();
+    } catch (...) {
+    }
+    throw;  // the caller's own batch threw first
+  }
+  group.wait();
 }
 
 }  // namespace detail

@@ -30,8 +30,6 @@
 // once. See docs/fork-join-tutorial.md.
 #pragma once
 
-#include <magpie/detail/language.h>
-
 #include <magpie/detail/deque.h>
 #include <magpie/detail/task_pool.h>
 #include <magpie/detail/thread_context.h>
@@ -53,8 +51,6 @@ namespace magpie {
 class task_group;
 
 namespace detail {
-
-struct group_access;
 
 // group_child_name marks a work item as a task_group child (its address, not its text).
 inline constexpr char group_child_name[] = "task_group child";
@@ -198,7 +194,6 @@ class task_group {
  private:
   template <class Body>
   friend struct detail::group_child;
-  friend struct detail::group_access;
 
   // unfinished_ holds twice a count of children plus a sleeper bit (bit 0): the joiner
   // sleeps on the word (a futex), so the last child knows from its own decrement whether
@@ -310,11 +305,6 @@ class task_group {
   static constexpr std::size_t inline_child_bytes = 64;
   bool inline_child_taken_ = false;
   alignas(64) unsigned char inline_child_[inline_child_bytes];
-};
-
-// group_access lets the loops of parallel_for.h ask whether the calling thread made a group.
-struct detail::group_access {
-  static bool made_by_calling_thread(const task_group& group) noexcept { return group.is_home(); }
 };
 
 template <class Body>
