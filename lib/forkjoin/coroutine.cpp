@@ -1,4 +1,5 @@
 // Coroutine tasks: suspending, resuming, and giving up on a coroutine that cannot resume.
+#include "../primitives/address_sanitizer.h"
 #include "../tasks/task_internal.h"
 #include "thread_state.h"
 
@@ -36,11 +37,7 @@ struct frame_cache {
   std::uint32_t open_scopes = 0;
 };
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool caches_frames = false;
-#else
-constexpr bool caches_frames = true;
-#endif
+constexpr bool caches_frames = MAGPIE_ADDRESS_SANITIZED == 0;
 
 // Read and written by its own thread only: a frame it keeps was freed on this thread, after
 // whatever last touched it elsewhere had been ordered before the free (a join, a completion).

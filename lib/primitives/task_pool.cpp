@@ -2,6 +2,7 @@
 #include <magpie/detail/task_pool.h>
 #include <magpie/task_memory.h>
 
+#include "address_sanitizer.h"
 #include "thread_state.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include <cstdlib>
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if MAGPIE_ADDRESS_SANITIZED
 #include <sanitizer/asan_interface.h>
 #define MAGPIE_POISON(address, size) ASAN_POISON_MEMORY_REGION(address, size)
 #define MAGPIE_UNPOISON(address, size) ASAN_UNPOISON_MEMORY_REGION(address, size)

@@ -13,8 +13,9 @@ What it compiles, each with CONSUMER_WARNINGS and -Werror:
     -std=c++20 and once with the newest standard and -fno-rtti;
   * <magpie/magpie.h> with -fno-exceptions, which must fail and say that magpie needs
     exceptions (magpie/detail/language.h checks it) rather than fail somewhere inside;
-  * every public header (magpie/*.h) alone with -std=c++17, which must fail with, as its
-    first error, the line saying that magpie needs C++20: each includes language.h first.
+  * every public header (magpie/*.h) alone with -std=c++17, with each compiler, which must
+    fail with, as its first error, the line saying that magpie needs C++20: each includes
+    magpie/detail/language.h first.
 
 It exits 0 when all of that holds, else prints each failing command and what it printed.
 """
@@ -115,11 +116,12 @@ def main():
                 failures.append((command, f"expected a failure naming '{NO_EXCEPTIONS_MESSAGE}'; got:\n{printed}"))
 
         public_headers = [h for h in headers if "/" not in h[len("magpie/"):]]
-        old_standard = [compilers[0] + ["-std=c++17", "-fsyntax-only"] + include_flags
-                        + [source("old_" + h.replace("/", "_") + ".cpp", f"#include <{h}>\n")] for h in public_headers]
+        old_standard = [compiler + ["-std=c++17", "-fsyntax-only"] + include_flags
+                        + [source("old_" + h.replace("/", "_") + ".cpp", f"#include <{h}>\n")]
+                        for compiler in compilers for h in public_headers]
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for command, code, printed in pool.map(compile_one, old_standard):
-                errors = [line for line in printed.splitlines() if "error" in line]
+                errors = [line for line in printed.splitlines() if " error: " in line]
                 if code == 0 or not errors or OLD_STANDARD_MESSAGE not in errors[0]:
                     failures.append((command, f"expected a first error naming '{OLD_STANDARD_MESSAGE}'; got:\n{printed}"))
 
