@@ -90,13 +90,18 @@ TEST_CASE("subsequent_list: a tagged push tags the list until the next push or c
   CHECK(list.newest_while_open() == &nodes[2]);
   CHECK(list.push_if_not_closed(&nodes[3], true));
   CHECK(values_of(list.newest_while_open()) == std::vector<int>{3, 2, 1, 0});
-  CHECK(values_of(list.close_tagged_unshared()) == std::vector<int>{3, 2, 1, 0});
+  node* taken = nullptr;
+  CHECK(list.try_close_tagged_unshared(taken));
+  CHECK(values_of(taken) == std::vector<int>{3, 2, 1, 0});
   CHECK(list.is_closed());
   CHECK(list.newest_hint() == nullptr);
   subsequent_list<node> shared;
   CHECK(shared.push_if_not_closed(&nodes[0]));
   CHECK(shared.push_if_not_closed(&nodes[1], true));
-  CHECK(values_of(shared.close()) == std::vector<int>{1, 0});
+  CHECK(shared.push_if_not_closed(&nodes[2]));
+  CHECK_FALSE(shared.try_close_tagged_unshared(taken));  // untagged: left open
+  CHECK_FALSE(shared.is_closed());
+  CHECK(values_of(shared.close()) == std::vector<int>{2, 1, 0});
 }
 
 }  // TEST_SUITE("subsequent_list")

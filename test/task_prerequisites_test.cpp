@@ -193,7 +193,7 @@ TEST_CASE("task_prerequisites: an inline task's one prerequisite is freed once t
 TEST_CASE("task_prerequisites stress: a subsequent launched just before the prerequisite's last handle goes always runs" *
           doctest::test_suite("stress")) {
   // A task with no handle left is closed without a locked exchange (lib/tasks/task.cpp,
-  // nobody_can_add_subsequents). Here the prerequisite completes on a worker while this
+  // close_subsequents). Here the prerequisite completes on a worker while this
   // thread pushes a subsequent through its last handle and drops it: an edge lost to a
   // close that ignored the push would leave its subsequent waiting for good. The window
   // between the close's load and store is too narrow to hit reliably here; the model

@@ -328,13 +328,6 @@ void settle_extras(task_base* task) noexcept {
   }
 }
 
-// close_one_handle closes the list of `task`, which has one handle and no pipe
-// (close_subsequents): without the exchange if the tag stands. Out of line, so that a
-// chain's hop, with no handle left, keeps its own code.
-[[gnu::noinline]] task_edge* close_one_handle(task_base* task) noexcept {
-  return task->subsequents.newest_is_tagged() ? task->subsequents.close_tagged_unshared() : task->subsequents.close();
-}
-
 // close_subsequents closes `task`'s subsequent list, taking what it held (newest first).
 // No thread can push to it any more when its handles are all gone (and it is not piped):
 // every push goes through a handle (a launch's prerequisites, add_nested, when_any) or, for
@@ -358,10 +351,12 @@ task_edge* close_subsequents(task_base* task) noexcept {
   // and with an early dropper's drop of the edge's handle (its clear of the tag before it)
   const std::uint64_t handles = task->references.load(std::memory_order_acquire) >> 32;
   const bool piped = task->extras != nullptr && task->extras->pipe != nullptr;
-  if (handles == 0) [[likely]] {
-    return piped ? task->subsequents.close() : task->subsequents.close_unshared();
+  if (handles == 0 && !piped) [[likely]] {
+    return task->subsequents.close_unshared();
   }
-  return handles == 1 && !piped ? close_one_handle(task) : task->subsequents.close();
+  task_edge* taken = nullptr;
+  if (handles == 1 && !piped && task->subsequents.try_close_tagged_unshared(taken)) return taken;
+  return task->subsequents.close();
 }
 }  // namespace
 

@@ -182,7 +182,7 @@ inline bool can_hand_handle_to_edge(const task_base* task) noexcept {
 inline void hand_handle_to_edge(task_base* task) noexcept {
   constexpr std::uint64_t handle_count = task_base::one_handle - task_base::one_reference;
   // acq_rel: as a drop (pairs with every other owner's); the completer's acquire look for
-  // handles (nobody_can_add_subsequents) pairs with it, after the push it follows
+  // handles (close_subsequents) pairs with it, after the push it follows
   if (task->references.fetch_sub(handle_count, std::memory_order_acq_rel) == handle_count) destroy_task(task);
 }
 

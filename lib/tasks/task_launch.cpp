@@ -114,7 +114,7 @@ std::uint32_t link_only_prerequisite(task_base* task, task_base* prerequisite, t
   if (hand_over && prerequisite->kind() == task_kind::inline_run) {
     // The edge keeps the handle itself, counted as a handle, and the push tags the list:
     // no read-modify-write to uncount the handle, and the completer, which finds the tag in
-    // its own list word, still closes the list with a plain store (nobody_can_add_subsequents).
+    // its own list word, still closes the list with a plain store (close_subsequents).
     // Nothing here looks at the prerequisite after the push, which is what lets the handle
     // go at once: once pushed, the prerequisite may complete, run this task and be freed. (An
     // inline task is never taken back off a deque, so it never finishes open, and

@@ -178,6 +178,7 @@ void drop_prerequisite_references(task_base* task) noexcept {
       // that the completer never takes it for a handle that is still in the edge. The drop
       // (acq_rel) publishes the clear to the completer's acquire look at the count; if the
       // list moved on (a later push, or close), there is no tag of this edge's to clear.
+      // The handle, not yet dropped, keeps the prerequisite alive for the look.
       prerequisite->subsequents.clear_tag(&edge);
       drop_handle(prerequisite);
     }

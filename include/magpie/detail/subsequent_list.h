@@ -62,8 +62,8 @@ class subsequent_list {
   // tag since (clear_tag). It reads the list's own word only, never a node: a node behind
   // an open list may belong to someone who has let go of it.
   bool newest_is_tagged() const noexcept {
-    // relaxed: the tag says nothing about other memory; the caller orders this look after
-    // whatever tells it the tag still means something (lib/tasks/task.cpp)
+    // relaxed: the tag publishes nothing; a caller that acts on it orders the look itself
+    // (try_close_tagged_unshared is the completer's)
     return (reinterpret_cast<std::uintptr_t>(head_.load(std::memory_order_relaxed)) & tag_bit) != 0;
   }
 
@@ -94,7 +94,7 @@ class subsequent_list {
   // close_unshared is close() for a caller who knows that no push can race with it: a load
   // and a store instead of a locked exchange. (A task whose handles are all gone: every
   // pusher needs one, lib/tasks/task_references.cpp.) Not for a list anyone may still push
-  // to, nor for a tagged one (close_tagged_unshared).
+  // to, nor for a tagged one (try_close_tagged_unshared).
   Node* close_unshared() noexcept {
     Node* taken = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
     // release: pairs with is_closed's and a late pusher's acquire (a completed task's result)
@@ -102,8 +102,17 @@ class subsequent_list {
     return taken == closed() ? nullptr : taken;
   }
 
-  // close_tagged_unshared is close_unshared for a list whose tag may stand.
-  Node* close_tagged_unshared() noexcept { return without_tag(close_unshared()); }
+  // try_close_tagged_unshared is close_unshared if the tag stands (true, the nodes in
+  // `taken`), else nothing (false): for a caller who knows that, with the tag standing, no
+  // push can race with it.
+  bool try_close_tagged_unshared(Node*& taken) noexcept {
+    Node* head = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
+    if ((reinterpret_cast<std::uintptr_t>(head) & tag_bit) == 0) return false;
+    // release: as close_unshared's
+    head_.store(closed(), std::memory_order_release);
+    taken = without_tag(head);
+    return true;
+  }
 
   // is_closed says whether close() has run.
   bool is_closed() const noexcept {
