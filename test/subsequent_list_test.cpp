@@ -67,6 +67,43 @@ TEST_CASE("subsequent_list: close_unshared hands back the same nodes and closes 
   CHECK(empty.is_closed());
 }
 
+TEST_CASE("subsequent_list: a tagged push tags the list until the next push or clear_tag, and no walk sees the tag") {
+  subsequent_list<node> list;
+  node nodes[4];
+  for (int i = 0; i < 4; ++i) nodes[i].value = i;
+  CHECK_FALSE(list.newest_is_tagged());
+  CHECK(list.push_if_not_closed(&nodes[0], true));
+  CHECK(list.newest_is_tagged());
+  CHECK(list.newest_while_open() == &nodes[0]);
+  // The hint may keep the tag: it stays within the node's first bytes, and its cache line.
+  const auto hint_offset = static_cast<const char*>(list.newest_hint()) - reinterpret_cast<const char*>(&nodes[0]);
+  CHECK((hint_offset >= 0 && hint_offset < 4));
+  CHECK(list.push_if_not_closed(&nodes[1]));  // a plain push clears it
+  CHECK_FALSE(list.newest_is_tagged());
+  list.clear_tag(&nodes[1]);  // not a tagged push: nothing changes
+  CHECK(list.newest_while_open() == &nodes[1]);
+  CHECK(list.push_if_not_closed(&nodes[2], true));
+  list.clear_tag(&nodes[1]);  // no longer the newest: nothing changes
+  CHECK(list.newest_is_tagged());
+  list.clear_tag(&nodes[2]);
+  CHECK_FALSE(list.newest_is_tagged());
+  CHECK(list.newest_while_open() == &nodes[2]);
+  CHECK(list.push_if_not_closed(&nodes[3], true));
+  CHECK(values_of(list.newest_while_open()) == std::vector<int>{3, 2, 1, 0});
+  node* taken = nullptr;
+  CHECK(list.try_close_tagged_unshared(taken));
+  CHECK(values_of(taken) == std::vector<int>{3, 2, 1, 0});
+  CHECK(list.is_closed());
+  CHECK(list.newest_hint() == nullptr);
+  subsequent_list<node> shared;
+  CHECK(shared.push_if_not_closed(&nodes[0]));
+  CHECK(shared.push_if_not_closed(&nodes[1], true));
+  CHECK(shared.push_if_not_closed(&nodes[2]));
+  CHECK_FALSE(shared.try_close_tagged_unshared(taken));  // untagged: left open
+  CHECK_FALSE(shared.is_closed());
+  CHECK(values_of(shared.close()) == std::vector<int>{2, 1, 0});
+}
+
 }  // TEST_SUITE("subsequent_list")
 
 TEST_CASE("subsequent_list: racing pushers and a closer — every successful push is handed back once" *

@@ -193,7 +193,7 @@ TEST_CASE("task_prerequisites: an inline task's one prerequisite is freed once t
 TEST_CASE("task_prerequisites stress: a subsequent launched just before the prerequisite's last handle goes always runs" *
           doctest::test_suite("stress")) {
   // A task with no handle left is closed without a locked exchange (lib/tasks/task.cpp,
-  // nobody_can_add_subsequents). Here the prerequisite completes on a worker while this
+  // close_subsequents). Here the prerequisite completes on a worker while this
   // thread pushes a subsequent through its last handle and drops it: an edge lost to a
   // close that ignored the push would leave its subsequent waiting for good. The window
   // between the close's load and store is too narrow to hit reliably here; the model
@@ -450,6 +450,108 @@ TEST_CASE("task_prerequisites stress: handed prerequisites whose scheduler goes 
       // asked for, by its borrower).
       CHECK(recorder.count_naming("became ready after its scheduler was destroyed") == count / 2);
       CHECK(recorder.count() == count / 2);
+    }
+  }
+}
+TEST_CASE("task_prerequisites: an inline prerequisite's handle kept by the edge goes as a handle, whoever lets go of it") {
+  // Handed the only handle of an inline task, the edge keeps it as a handle
+  // (task_edge::holds_handle). Whoever lets go of the edge's hold drops a handle: the
+  // completion that runs the subsequent (a chain's link), the subsequent's own start (a
+  // queued one), or a wait for the subsequent that claims its prerequisites before the
+  // prerequisite completed. Dropped as a plain reference, the handle would stay counted and
+  // the prerequisite would never be freed (no_leaks, live_tasks).
+  for (unsigned workers : test::worker_counts) {
+    for (placement where : {placement(), run_inline}) {
+      CAPTURE(workers);
+      CAPTURE(where.kind() == detail::task_kind::inline_run);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      const std::int64_t before = detail::live_tasks();
+      {
+        task_event gate("gate", pool);
+        task<int> value = pool.launch("value", [] { return 5; }, gate, run_inline);
+        task<int> after = pool.launch("after", [] { return 6; }, std::move(value), where);
+        CHECK_FALSE(value.is_valid());  // NOLINT(bugprone-use-after-move): the edge keeps it
+        // The wait claims after's prerequisites (the value cannot run: its gate is shut) and
+        // lets go of the edge's handle before the value completes.
+        CHECK_FALSE(after.wait(std::chrono::milliseconds(1)));
+        gate.trigger();
+        CHECK(after.get_result() == 6);
+      }
+      {
+        task_event gate("gate", pool);
+        task<int> link = pool.launch("link", [] { return 1; }, gate, run_inline);
+        for (int i = 0; i < 50; ++i) {
+          link = pool.launch("link", [] { return 1; }, std::move(link), i % 5 == 4 ? where : run_inline);
+        }
+        gate.trigger();
+        CHECK(link.get_result() == 1);
+      }
+      for (int i = 0; i < 10000 && detail::live_tasks() != before; ++i) std::this_thread::yield();
+      CHECK(detail::live_tasks() == before);
+    }
+  }
+}
+
+TEST_CASE("task_prerequisites stress: an inline prerequisite handed to its edge while it completes on a worker is freed once" *
+          doctest::test_suite("stress")) {
+  // The edge keeps an inline prerequisite's only handle, and the launch does not look at the
+  // prerequisite after pushing the edge: from then on a worker may complete it, close its
+  // list with a plain store (the one handle being the newest edge's), run the subsequent
+  // and free the prerequisite, all while the launch returns. Each subsequent runs once, each
+  // prerequisite is freed once (ASan: nothing read after the free; no_leaks). A plain push
+  // by another handle meanwhile (every third round keeps a copy, pushed through on this
+  // thread) must not be lost to that store: the copy makes two handles.
+  for (unsigned workers : {1u, 2u, 8u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    const int rounds = 20000 * test::stress_repeat();
+    std::atomic<int> ran{0};
+    std::vector<task<int>> subsequents;
+    subsequents.reserve(static_cast<std::size_t>(rounds) * 2);
+    std::vector<std::atomic<bool>> go(static_cast<std::size_t>(rounds));
+    for (std::size_t i = 0; i < go.size(); ++i) {
+      task<> source = pool.launch("source", [&flag = go[i]] {
+        while (!flag.load()) detail::cpu_relax();
+      });
+      task<int> prerequisite = pool.launch("prerequisite", [i] { return static_cast<int>(i); }, source, run_inline);
+      task<int> copy = i % 3 == 0 ? prerequisite : task<int>();
+      go[i].store(true);  // the source ends, and the prerequisite completes on the worker, as we link
+      subsequents.push_back(pool.launch("subsequent", [&ran] { return ran.fetch_add(1) >= 0 ? 1 : 0; },
+                                        std::move(prerequisite), i % 2 == 0 ? run_inline : placement()));
+      if (copy.is_valid()) {
+        subsequents.push_back(pool.launch("through copy", [&ran] { return ran.fetch_add(1) >= 0 ? 1 : 0; }, copy));
+      }
+    }
+    CHECK(wait_all(subsequents, std::chrono::seconds(30)));
+    CHECK(ran.load() == static_cast<int>(subsequents.size()));
+  }
+}
+
+TEST_CASE("task_prerequisites: a wait that lets go of an edge's handle before its prerequisite completed clears the list's tag") {
+  // The launch that keeps an inline prerequisite's only handle in its edge tags the
+  // prerequisite's subsequent list; while the tag stands, the completer takes its one
+  // handle for the edge's and closes the list without the exchange. A waiter that lets go
+  // of that handle early (it claims the subsequent's prerequisites) clears the tag first:
+  // left standing, a handle made afterwards by the prerequisite's own body (this_task())
+  // could push while the completer closes with a plain store, and its edge would be lost.
+  for (unsigned workers : test::worker_counts) {
+    for (placement where : {placement(), run_inline}) {
+      CAPTURE(workers);
+      CAPTURE(where.kind() == detail::task_kind::inline_run);
+      no_leaks leaks;
+      scheduler pool(test::options_with(workers));
+      task_event gate("gate", pool);
+      task<int> value = pool.launch("value", [] { return 5; }, gate, run_inline);
+      // Held by the system until it completes (its gate is shut): safe to look at.
+      const detail::task_base* raw = detail::task_access::base(value);
+      task<int> after = pool.launch("after", [] { return 6; }, std::move(value), where);
+      CHECK(raw->subsequents.newest_is_tagged());
+      CHECK_FALSE(after.wait(std::chrono::milliseconds(1)));  // claims after's prerequisites
+      CHECK_FALSE(raw->subsequents.newest_is_tagged());
+      gate.trigger();
+      CHECK(after.get_result() == 6);
     }
   }
 }

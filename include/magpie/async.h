@@ -135,9 +135,10 @@ future<std::invoke_result_t<step_of<R, std::decay_t<F>, passes_value>&>> chain(t
   using body = step_of<R, std::decay_t<F>, passes_value>;
   using out = std::invoke_result_t<body&>;
   if constexpr (passes_value) {
-    // `prior`, the handle, goes to the launch: its reference becomes the edge's, which holds
-    // the task until the continuation starts, and the continuation's body borrows it. With
-    // no handle left, its completion closes its subsequent list without a locked exchange.
+    // `prior`, the handle, goes to the launch: when it is the only one, the edge keeps it
+    // (an inline `prior`, a chain's link, as a handle; else as a reference), which holds the
+    // task until the continuation starts, and the continuation's body borrows it. With no
+    // other handle left, its completion closes its subsequent list without a locked exchange.
     detail::task_base* borrowed = detail::task_access::base(prior);
     return future<out>(magpie::launch("future continuation", body{borrowed, std::forward<F>(function)},
                                       std::move(prior), run_inline));

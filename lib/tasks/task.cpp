@@ -155,7 +155,7 @@ bool run_queued(work_item* item, work_action action) noexcept {
       // prefetch only: nothing is read through the pointer). Not the subsequents themselves:
       // a launcher may still be writing them, and pulling them over early slowed a wavefront
       // built while it ran by a third.
-      if (task_edge* newest = current.task->subsequents.newest_while_open()) __builtin_prefetch(newest);
+      if (const void* newest = current.task->subsequents.newest_hint()) __builtin_prefetch(newest);
       execute(current.task, current.claim, &next);
     }  // else a waiter retracted it
     if (holds_prerequisites(next.claim) && is_only_prerequisite(current.task, next.task)) {
@@ -328,17 +328,35 @@ void settle_extras(task_base* task) noexcept {
   }
 }
 
-// nobody_can_add_subsequents says that no thread can push to `task`'s subsequent list any
-// more, so its completer may close it without a locked exchange. Every push goes through a
-// handle (a launch's prerequisites, add_nested, when_any) or, for a piped task, the pipe's
-// slot. With no handle left none can be made (a copy needs one), and the acquire pairs with
-// the last handle's drop (acq_rel), ordering its owner's pushes before this look. Nor can a
-// thread be blocked on the task without a handle, so the waiter's Dekker pairing with
-// close's seq_cst is not needed either. A fire-and-forget launch, a chain's hop.
-bool nobody_can_add_subsequents(const task_base* task) noexcept {
-  // acquire: pairs with the last handle's acq_rel drop (its owner's pushes come before it)
-  return (task->references.load(std::memory_order_acquire) >> 32) == 0 &&
-         (task->extras == nullptr || task->extras->pipe == nullptr);
+// close_subsequents closes `task`'s subsequent list, taking what it held (newest first).
+// No thread can push to it any more when its handles are all gone (and it is not piped):
+// every push goes through a handle (a launch's prerequisites, add_nested, when_any) or, for
+// a piped task, the pipe's slot. Its completer then closes it with a load and a store
+// instead of a locked exchange (close_unshared). The acquire load pairs with the last
+// handle's drop (acq_rel), ordering its owner's pushes before this look. Nor can a thread
+// be blocked on the task without a handle, so the waiter's Dekker pairing with close's
+// seq_cst is not needed either. A fire-and-forget launch, a chain's hop.
+//
+// One handle, with the list's tag standing, is as good as none: the tag is set only by the
+// push of an edge that keeps the task's only handle (a launch was given it, a `next`
+// chain's link), and that handle pushes nothing more. Another handle can only come from
+// this_task() in the task's own body, which has returned: if it pushed, its push cleared
+// the tag; if it is still held, the count is 2. An early dropper of the edge's handle (a
+// waiter that claimed the subsequent's prerequisites) clears the tag before its drop, which
+// the count's acquire orders before the tag's look, so with no handle left the tag is gone
+// too. The look reads the task's own list word only: the newest edge itself may belong to
+// a subsequent that has let go of it, and be freed or reused.
+task_edge* close_subsequents(task_base* task) noexcept {
+  // acquire: pairs with the last handle's acq_rel drop (its owner's pushes come before it),
+  // and with an early dropper's drop of the edge's handle (its clear of the tag before it)
+  const std::uint64_t handles = task->references.load(std::memory_order_acquire) >> 32;
+  const bool piped = task->extras != nullptr && task->extras->pipe != nullptr;
+  if (handles == 0 && !piped) [[likely]] {
+    return task->subsequents.close_unshared();
+  }
+  task_edge* taken = nullptr;
+  if (handles == 1 && !piped && task->subsequents.try_close_tagged_unshared(taken)) return taken;
+  return task->subsequents.close();
 }
 }  // namespace
 
@@ -412,13 +430,14 @@ void ready_loop::drain_queued() noexcept {
   while (queued_here_ != 0 || spilled_) {
     std::uintptr_t tagged = take_newest();
     auto* task = reinterpret_cast<task_base*>(tagged & ~std::uintptr_t{1});
-    taken_over_ = 0;  // release_inline may leave references to `task` here
+    taken_over_ = 0;  // release_inline may leave references (or a handle) to `task` here
     finish(task);
     // The system's reference (events and inline tasks end here), the caller's if tagged, and
-    // those the completion took over, in one go: a chain's link is freed by a load.
-    std::uint32_t dropped = taken_over_ + (task->kind() != task_kind::queued ? 1u : 0u) + static_cast<std::uint32_t>(tagged & 1u);
+    // what the completion took over, in one go: a chain's link is freed by a load.
+    const std::uint64_t own = (task->kind() != task_kind::queued ? 1u : 0u) + (tagged & 1u);
+    const std::uint64_t dropped = taken_over_ + own * task_base::one_reference;
     taken_over_ = not_draining;
-    if (dropped != 0) drop_reference_inline(task, dropped);
+    if (dropped != 0) drop_holds_inline(task, dropped);
   }
 }
 
@@ -453,10 +472,11 @@ void ready_loop::release_inline(const task_edge* edge) noexcept {
   begin_outcome claim = begin_outcome::refused;
   if (subsequent->state.looks_like_last_lock()) claim = subsequent->state.try_remove_last_lock_and_begin();
   if (holds_prerequisites(claim) && taken_over_ != not_draining && is_only_prerequisite(completing, subsequent)) {
-    // Its one reference to the completing task goes to drain_queued, which holds one of its
-    // own until the completion is done, the inline runs included: it drops them together.
+    // Its one hold on the completing task (a reference, or the handle its launch was given)
+    // goes to drain_queued, which holds a reference of its own until the completion is done,
+    // the inline runs included: it drops them together.
     claim = begin_outcome::began;
-    ++taken_over_;
+    taken_over_ += edge_hold(*edge);
   }
   if (began(claim)) {
     run_inline(*this, subsequent, claim);
@@ -504,8 +524,7 @@ void ready_loop::finish(task_base* task) noexcept {
   if (task->kind() == task_kind::event && claim_prerequisites(task)) drop_prerequisite_references(task);
   if (task->extras != nullptr) settle_extras(task);
   // Closing makes every later push_if_not_closed fail: from here on the task is complete.
-  task_edge* newest_first = nobody_can_add_subsequents(task) ? task->subsequents.close_unshared()
-                                                             : task->subsequents.close();
+  task_edge* newest_first = close_subsequents(task);
   // After close: pairs with the waiter's flag-then-check. Before the subsequents are
   // released: an inline one runs here, for as long as it likes, and the task is complete.
   if (waiter_flagged(task)) waiters_of(task).notify_all();

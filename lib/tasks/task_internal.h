@@ -98,8 +98,9 @@ class ready_loop {
   // release left to it (release_inline), to drop with its own; not_draining outside
   // drain_queued's finish, where nothing takes them over (complete_ran, close_left_open:
   // their callers drop their own reference apart).
-  static constexpr std::uint32_t not_draining = ~std::uint32_t{0};
-  std::uint32_t taken_over_ = not_draining;
+  // In drop_holds_inline's units: an edge that kept a handle leaves that (edge_hold).
+  static constexpr std::uint64_t not_draining = ~std::uint64_t{0};
+  std::uint64_t taken_over_ = not_draining;
   // The tasks queued for completion, tagged (bit 0: drop a reference after), newest last:
   // here while they fit, then on the thread's spill stack above spill_base_ (a loop made
   // while this one drains uses the stack above it, and empties it before this one goes
@@ -176,11 +177,40 @@ inline bool can_hand_handle_to_edge(const task_base* task) noexcept {
 // hand_handle_to_edge uncounts the handle of `task` whose reference now belongs to an edge
 // pushed to its subsequent list (can_hand_handle_to_edge held): the reference stays. If the
 // edge's subsequent already ran and let go of it, the word is left zero: the task goes.
+// For a queued task, whose pusher must look at it after the push (push_subsequent); an
+// inline task's edge keeps the handle itself (task_edge::holds_handle).
 inline void hand_handle_to_edge(task_base* task) noexcept {
   constexpr std::uint64_t handle_count = task_base::one_handle - task_base::one_reference;
   // acq_rel: as a drop (pairs with every other owner's); the completer's acquire look for
-  // handles (nobody_can_add_subsequents) pairs with it, after the push it follows
+  // handles (close_subsequents) pairs with it, after the push it follows
   if (task->references.fetch_sub(handle_count, std::memory_order_acq_rel) == handle_count) destroy_task(task);
+}
+
+// edge_hold is what `edge` holds on its prerequisite, in units of task_base::references: a
+// handle (task_edge::holds_handle) or one reference. Only for the one owner of that hold
+// (the subsequent's runner, or the waiter that claimed its prerequisites).
+inline std::uint64_t edge_hold(const task_edge& edge) noexcept {
+  return edge.holds_handle ? task_base::one_handle : task_base::one_reference;
+}
+
+// drop_handle_and_references drops a handle and `references` more references the caller
+// holds on `task`, with the last handle's duties if it was the last (drop_handle's).
+void drop_handle_and_references(task_base* task, std::uint32_t references) noexcept;
+
+// drop_holds_inline drops `held`, a sum of references and at most one handle (an edge's,
+// edge_hold): drop_reference_inline when no handle is among them; else, holding every
+// reference, it destroys at once (nobody can add one), or calls drop_handle_and_references.
+inline void drop_holds_inline(task_base* task, std::uint64_t held) noexcept {
+  if (held < task_base::one_handle) {
+    drop_reference_inline(task, static_cast<std::uint32_t>(held));
+    return;
+  }
+  // acquire: pairs with the release half of every other owner's drop
+  if (task->references.load(std::memory_order_acquire) == held) {
+    destroy_task(task);
+    return;
+  }
+  drop_handle_and_references(task, static_cast<std::uint32_t>(held - task_base::one_handle));
 }
 
 inline task_extras& ensure_extras_inline(task_base* task) {

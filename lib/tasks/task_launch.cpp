@@ -111,6 +111,24 @@ std::uint32_t link_only_prerequisite(task_base* task, task_base* prerequisite, t
   edge->prerequisite = prerequisite;
   // Kept until this task starts: the handed handle's reference, else one of its own.
   const bool hand_over = handed != nullptr && can_hand_handle_to_edge(prerequisite);
+  if (hand_over && prerequisite->kind() == task_kind::inline_run) {
+    // The edge keeps the handle itself, counted as a handle, and the push tags the list:
+    // no read-modify-write to uncount the handle, and the completer, which finds the tag in
+    // its own list word, still closes the list with a plain store (close_subsequents).
+    // Nothing here looks at the prerequisite after the push, which is what lets the handle
+    // go at once: once pushed, the prerequisite may complete, run this task and be freed. (An
+    // inline task is never taken back off a deque, so it never finishes open, and
+    // push_subsequent's look after the push has nothing to find.)
+    edge->holds_handle = true;
+    if (prerequisite->subsequents.push_if_not_closed(edge, true)) {
+      *handed = nullptr;
+      return 0;
+    }
+    // Complete already: as below, the handle stays with the launcher.
+    edge->holds_handle = false;
+    add_reference_inline(prerequisite);
+    return 1;
+  }
   if (!hand_over) add_reference_inline(prerequisite);
   if (push_subsequent(prerequisite, edge)) {
     if (hand_over) {

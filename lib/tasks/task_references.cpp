@@ -108,11 +108,15 @@ std::uint32_t last_handle_duties(task_base* task) noexcept {
   return task->state.handles_hold_extra_reference() ? 1 : 0;
 }
 
-void drop_handle(task_base* task) noexcept {
-  // acquire: pairs with the release half of every other owner's drop. Holding the only
+namespace {
+
+// drop_handle_holding drops a handle and `references` more references the caller holds.
+inline void drop_handle_holding(task_base* task, std::uint32_t references) noexcept {
+  const std::uint64_t held = task_base::one_handle + references * task_base::one_reference;
+  // acquire: pairs with the release half of every other owner's drop. Holding every
   // reference, nobody can add one (that takes a reference), so no write is needed.
   std::uint64_t now = task->references.load(std::memory_order_acquire);
-  if (now == task_base::one_handle) {
+  if (now == held) {
     destroy_task(task);
     return;
   }
@@ -121,7 +125,7 @@ void drop_handle(task_base* task) noexcept {
     // it does the last handle's duties before letting go, then drops its handle and what
     // they gave it in one read-modify-write (or, holding every reference, none).
     std::uint32_t extra = last_handle_duties(task);
-    std::uint64_t dropped = task_base::one_handle + extra * task_base::one_reference;
+    std::uint64_t dropped = held + extra * task_base::one_reference;
     // Seen holding every reference, nobody else can hold one now (never an event here: its
     // handles hold no extra reference, so it was the sole-owner case above).
     if (now == dropped) {
@@ -143,8 +147,17 @@ void drop_handle(task_base* task) noexcept {
   std::uint64_t before =
       task->references.fetch_sub(task_base::one_handle - task_base::one_reference, std::memory_order_acq_rel);
   std::uint32_t extra = (before >> 32) == 1 ? last_handle_duties(task) : 0;
-  drop_reference(task, 1 + extra);
+  drop_reference(task, 1 + references + extra);
 }
+
+}  // namespace
+
+void drop_handle(task_base* task) noexcept { drop_handle_holding(task, 0); }
+
+void drop_handle_and_references(task_base* task, std::uint32_t references) noexcept {
+  drop_handle_holding(task, references);
+}
+
 
 void add_reference(task_base* task) noexcept { add_reference_inline(task); }
 
@@ -153,7 +166,21 @@ void drop_reference(task_base* task, std::uint32_t count) noexcept { drop_refere
 void drop_prerequisite_references(task_base* task) noexcept {
   for (edge_group* group = prerequisite_groups(task); group != nullptr; group = group->next) {
     for (std::uint32_t i = 0; i < group->count; ++i) {
-      if (task_base* prerequisite = group->edges()[i].prerequisite) drop_reference(prerequisite);
+      task_edge& edge = group->edges()[i];
+      task_base* prerequisite = edge.prerequisite;
+      if (prerequisite == nullptr) continue;
+      if (!edge.holds_handle) {
+        drop_reference(prerequisite);
+        continue;
+      }
+      // The handle a launch gave the edge, whose push tagged the prerequisite's list. A
+      // waiter may let go of it before the prerequisite completes: the tag goes first, so
+      // that the completer never takes it for a handle that is still in the edge. The drop
+      // (acq_rel) publishes the clear to the completer's acquire look at the count; if the
+      // list moved on (a later push, or close), there is no tag of this edge's to clear.
+      // The handle, not yet dropped, keeps the prerequisite alive for the look.
+      prerequisite->subsequents.clear_tag(&edge);
+      drop_handle(prerequisite);
     }
   }
 }

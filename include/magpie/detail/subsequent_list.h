@@ -11,6 +11,8 @@
 //   for (link* each = list.close(); each != nullptr; each = next_of(each)) unlock(each->waiting);
 //
 // Nodes are intrusive (`Node::hook`) and owned by the caller; the list never allocates.
+// A push may set a tag beside the head, which the next push clears: the owner of the
+// list can ask about the newest push without reading a node it does not own.
 // close() hands back the nodes newest first. test/model/subsequent_list_model.cpp
 // model-checks push_if_not_closed against close() under Relacy, with a mutant.
 #pragma once
@@ -36,22 +38,45 @@ class subsequent_list {
   subsequent_list& operator=(const subsequent_list&) = delete;
 
   // push_if_not_closed adds `node` and returns true, or returns false (leaving `node`
-  // untouched by the list) if close() already ran.
-  bool push_if_not_closed(Node* node) noexcept {
+  // untouched by the list) if close() already ran. With `tagged`, the push also sets the
+  // list's tag (see newest_is_tagged), which every other push clears.
+  bool push_if_not_closed(Node* node, bool tagged = false) noexcept {
+    Node* const pushed = tagged ? with_tag(node) : node;
     // acquire: if this reads "closed", it pairs with close()'s release, so the caller
     // sees what the closer did first (a completed task's result)
     Node* head = head_.load(std::memory_order_acquire);
     do {
       if (head == closed()) return false;
-      node->hook.next.store(head, std::memory_order_relaxed);  // relaxed: published by the release CAS
+      node->hook.next.store(without_tag(head), std::memory_order_relaxed);  // relaxed: published by the release CAS
     // seq_cst on success: the release half pairs with close()'s acquire (the closer sees the
     // node whole), and seq_cst orders the push before the pusher's next look at the task
     // (task_state::has_finished, push_subsequent in lib/tasks/task_internal.h), which the completer of a
     // task whose list it leaves open pairs with by a fence (no dearer than acq_rel on x86
     // and ARMv8: both are one locked or exclusive-pair instruction); acquire on failure: as
     // the load above, when the CAS reads "closed"
-    } while (!head_.compare_exchange_weak(head, node, std::memory_order_seq_cst, std::memory_order_acquire));
+    } while (!head_.compare_exchange_weak(head, pushed, std::memory_order_seq_cst, std::memory_order_acquire));
     return true;
+  }
+
+  // newest_is_tagged says whether the newest push was a tagged one and nobody cleared its
+  // tag since (clear_tag). It reads the list's own word only, never a node: a node behind
+  // an open list may belong to someone who has let go of it.
+  bool newest_is_tagged() const noexcept {
+    // relaxed: the tag publishes nothing; a caller that acts on it orders the look itself
+    // (try_close_tagged_unshared is the completer's)
+    return (reinterpret_cast<std::uintptr_t>(head_.load(std::memory_order_relaxed)) & tag_bit) != 0;
+  }
+
+  // clear_tag clears the tag if `node` is still the newest node and was pushed tagged;
+  // otherwise the tag is already gone (a later push, or close) and nothing changes.
+  void clear_tag(Node* node) noexcept {
+    Node* expected = with_tag(node);
+    // relaxed: a load first, so that the common case (another push or close replaced the
+    // head) costs no locked instruction
+    if (head_.load(std::memory_order_relaxed) != expected) return;
+    // relaxed: the caller publishes the clear by the release half of what follows it (a
+    // reference count's acq_rel drop in lib/tasks/task_references.cpp)
+    head_.compare_exchange_strong(expected, node, std::memory_order_relaxed, std::memory_order_relaxed);
   }
 
   // close makes every later push fail and returns the nodes pushed before, newest first
@@ -63,17 +88,30 @@ class subsequent_list {
     // waiter pairs with by setting its flag and then calling is_closed
     Atomics::chaos_point(chaos::site::subsequents_close);
     Node* taken = head_.exchange(closed(), std::memory_order_seq_cst);
-    return taken == closed() ? nullptr : taken;
+    return taken == closed() ? nullptr : without_tag(taken);
   }
 
   // close_unshared is close() for a caller who knows that no push can race with it: a load
   // and a store instead of a locked exchange. (A task whose handles are all gone: every
-  // pusher needs one, lib/tasks/task_references.cpp.) Not for a list anyone may still push to.
+  // pusher needs one, lib/tasks/task_references.cpp.) Not for a list anyone may still push
+  // to, nor for a tagged one (try_close_tagged_unshared).
   Node* close_unshared() noexcept {
     Node* taken = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
     // release: pairs with is_closed's and a late pusher's acquire (a completed task's result)
     head_.store(closed(), std::memory_order_release);
     return taken == closed() ? nullptr : taken;
+  }
+
+  // try_close_tagged_unshared is close_unshared if the tag stands (true, the nodes in
+  // `taken`), else nothing (false): for a caller who knows that, with the tag standing, no
+  // push can race with it.
+  bool try_close_tagged_unshared(Node*& taken) noexcept {
+    Node* head = head_.load(std::memory_order_acquire);  // acquire: pairs with the earlier pushers' release CAS
+    if ((reinterpret_cast<std::uintptr_t>(head) & tag_bit) == 0) return false;
+    // release: as close_unshared's
+    head_.store(closed(), std::memory_order_release);
+    taken = without_tag(head);
+    return true;
   }
 
   // is_closed says whether close() has run.
@@ -93,7 +131,16 @@ class subsequent_list {
   // open list only grows at its head, so the nodes behind it stay put.
   Node* newest_while_open() const noexcept {
     Node* head = head_.load(std::memory_order_acquire);  // acquire: pairs with the pushers' release CAS
-    return head == closed() ? nullptr : head;
+    return head == closed() ? nullptr : without_tag(head);
+  }
+
+  // newest_hint is the newest node's address for a prefetch of its cache line, or nullptr
+  // if none or closed. Never to be read through: the node may already belong to someone
+  // else, and the tag may still be set (it stays within the node's cache line).
+  const void* newest_hint() const noexcept {
+    // relaxed: nothing is read through it
+    Node* head = head_.load(std::memory_order_relaxed);
+    return reinterpret_cast<std::uintptr_t>(head) > reinterpret_cast<std::uintptr_t>(closed()) ? head : nullptr;
   }
 
   // next_of is the node pushed before `node`, in a list returned by close() or
@@ -105,6 +152,16 @@ class subsequent_list {
  private:
   // closed is a sentinel address no real node can have.
   static Node* closed() noexcept { return reinterpret_cast<Node*>(std::uintptr_t{1}); }
+  // tag_bit marks a tagged push in the head word, beside the newest node's address (nodes
+  // hold a pointer, so they are at least 4-byte aligned and the bit is free).
+  static constexpr std::uintptr_t tag_bit = 2;
+  static Node* with_tag(Node* node) noexcept {
+    static_assert(alignof(Node) > tag_bit, "magpie: a subsequent list's nodes must leave the tag bit free");
+    return reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(node) | tag_bit);
+  }
+  static Node* without_tag(Node* node) noexcept {
+    return reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(node) & ~tag_bit);
+  }
 
   typename Atomics::template atomic<Node*> head_{nullptr};
 };

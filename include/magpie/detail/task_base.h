@@ -26,11 +26,17 @@
 // (task_state::leave_reference_to_handles: a store where a drop would take a
 // read-modify-write), which goes with the last handle. A dropper that sees the count hold
 // only what it owns destroys without a write: nobody can add a reference without holding
-// one. A launch given a task's only handle by rvalue passes the handle's reference to its
-// edge: it links first, then uncounts the handle (the reference stays), so that a completer
-// meanwhile still sees a handle and closes the list with a locked exchange. Until then the
-// edge's reference may already be gone (its subsequent ran and let go): the count is then
-// zero with a handle still counted, and whoever leaves the whole word zero destroys the task
+// one. A launch given a task's only handle by rvalue gives that handle to its edge. An
+// inline task's edge keeps it as a handle (task_edge::holds_handle), and the push that
+// links it tags the task's subsequent list: whoever lets go of the edge's hold drops a
+// handle, with the last handle's duties, and one that does so before the task completed
+// (a waiter that claimed the subsequent's prerequisites) clears the tag first. The launch
+// never looks at the task after the push, which may free it at once. A queued task's
+// pusher must look at it after the push (it may have finished open), so its launch links
+// first, then uncounts the handle (the reference stays), and a completer meanwhile still
+// sees a handle and closes the list with a locked exchange. Until then the edge's
+// reference may already be gone (its subsequent ran and let go): the count is then zero
+// with a handle still counted, and whoever leaves the whole word zero destroys the task
 // — the uncounting launch, then. Whoever completes a task holds a reference to it until the
 // completion is done, the inline subsequents it runs included; and a launch that finds its
 // prerequisites complete runs an inline task while its caller holds them. So the body of an
@@ -82,7 +88,14 @@ struct task_edge {
   task_base* subsequent = nullptr;
   task_base* prerequisite = nullptr;  // nullptr: counted as completed at once
   edge_kind kind = edge_kind::prerequisite;
+  // holds_handle: what the edge holds on `prerequisite` is the handle a launch was given
+  // (the only handle of an inline task: link_only_prerequisite), not a reference of its
+  // own, so whoever lets go of the edge's hold drops a handle. Written before the edge is
+  // pushed; read only by that one owner of the hold, which owns the edge too (it lies in
+  // the subsequent's block).
+  bool holds_handle = false;
 };
+static_assert(sizeof(task_edge) == 32, "magpie: task_edge grew past 32 bytes");
 
 // edge_group is a header preceded by `count` edges. The edges come first so that a task's
 // own group can sit just before the task in one block: the task finds it at a fixed offset
@@ -281,8 +294,9 @@ void add_prerequisites(task_base* task, task_base* const* prerequisites, std::si
 // their locks stand in for the launch lock, so launching costs no read-modify-write of its
 // own unless some prerequisite has already completed. `handed`, if not nullptr, is the slot
 // of a handle to the one prerequisite (`count` 1) that the caller gives up: when it is that
-// task's only handle, the edge keeps the handle's reference (the slot is emptied, nothing
-// dropped) in place of one of its own.
+// task's only handle, the edge keeps it (the slot is emptied, nothing dropped) in place of a
+// reference of its own: an inline task's as a handle (task_edge::holds_handle), a queued
+// task's uncounted to a reference after the push.
 void launch_behind(task_base* task, task_base* const* prerequisites, std::size_t count, edge_group* group,
                    task_base** handed = nullptr) noexcept;
 
