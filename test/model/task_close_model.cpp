@@ -1,7 +1,7 @@
 // Relacy model of a completion's close (lib/tasks/task.cpp, ready_loop::finish): a task none of
 // whose handles is left is closed with subsequent_list::close_unshared — a load and a
 // store — because every push onto a task's list goes through a handle
-// (nobody_can_add_subsequents).
+// (close_subsequents).
 //   threads 0 and 1: each holds one of the task's two handles: pushes an edge through it
 //                    (a launch behind the task), then drops the handle (acq_rel, as
 //                    drop_handle does);
