@@ -158,7 +158,6 @@ void drop_handle_and_references(task_base* task, std::uint32_t references) noexc
   drop_handle_holding(task, references);
 }
 
-
 void add_reference(task_base* task) noexcept { add_reference_inline(task); }
 
 void drop_reference(task_base* task, std::uint32_t count) noexcept { drop_reference_inline(task, count); }
