@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -215,6 +216,58 @@ TEST_CASE("parallel_for: unbalanced bodies: every index once, each batch whole o
       CHECK(wrong_results == 0);
       CHECK(batches_split == 0);
     }
+  }
+}
+
+TEST_CASE("parallel_for: threads that take halves never wait for them: no standby worker starts") {
+  // Only the loop's caller joins. A taker whose halves are taken in turn goes on without
+  // them (their takers pay for them when they finish), so no worker blocks and no standby
+  // worker is started in its place.
+  for (unsigned workers : {2u, 4u, 8u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    std::atomic<std::uint64_t> sink{0};
+    for (int round = 0; round < 40; ++round) {
+      pool.launch("loops", [&] {
+        parallel_for(4096, [&](std::size_t i) {
+          sink.fetch_add(uneven_work(i % 64), std::memory_order_relaxed);  // relaxed: only kept alive
+        }, {.unbalanced = true});
+      }).wait();
+    }
+    CHECK(pool.counters().standby_workers == 0);
+    CHECK(pool.counters().blocked_workers == 0);
+  }
+}
+
+TEST_CASE("parallel_for: halves left under a batch's own work still run once, wherever they run") {
+  // A batch that launches tasks leaves them on its thread's deque above the halves split off
+  // before it: the thread cannot take those halves back directly and runs them later as
+  // any other work, or another thread takes them. Each must still run once and be counted.
+  for (unsigned workers : test::wide_worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    constexpr std::size_t count = 2000;
+    std::vector<std::atomic<int>> hits(count);
+    std::atomic<int> launched_ran{0};
+    pool.launch("loop", [&] {
+      std::vector<task<>> launched;
+      std::mutex launched_lock;
+      parallel_for(count, [&](std::size_t i) {
+        hits[i].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the loop
+        if (i % 50 == 0) {
+          task<> made = launch("launched by a batch", [&] { launched_ran.fetch_add(1, std::memory_order_relaxed); });  // relaxed: read after wait_all
+          std::lock_guard hold(launched_lock);
+          launched.push_back(std::move(made));
+        }
+      }, {.unbalanced = true});
+      wait_all(launched);
+    }).wait();
+    std::size_t wrong = 0;
+    for (auto& hit : hits) wrong += hit.load() == 1 ? 0 : 1;
+    CHECK(wrong == 0);
+    CHECK(launched_ran.load() == static_cast<int>(count / 50));
   }
 }
 

@@ -9,17 +9,27 @@
 // thread, or sixteen when `unbalanced` says iterations differ in cost). Batches are spread
 // by recursive halving: a task takes a range of batches, spawns its upper half as a child
 // and keeps the lower half, until one batch is left — so idle workers steal big halves and
-// the caller works through its own. The calling thread takes part and returns when every
+// the caller works through its own. A worker that steals a half splits it onto a counter of
+// its own, which pays the half's one count in the loop when its last piece finishes (wherever
+// that ran): the loop's shared counter changes once per steal, not once per batch, and no
+// thread but the caller waits for anything. The calling thread takes part and returns when every
 // iteration ran; the first exception an iteration threw is rethrown (the batch it was in
 // stops; every other batch still runs). A loop runs on the scheduler the calling thread
 // works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
 // planned for its threads.
 #pragma once
 
+#include <magpie/detail/atomics.h>
+#include <magpie/detail/task_pool.h>
+#include <magpie/detail/thread_tag.h>
 #include <magpie/task_group.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,19 +73,198 @@ constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::s
   return begin + std::min(plan.batch, count - begin);
 }
 
-// split_batches runs `each_batch(first, last)` for batches [first, last) of `plan`,
-// halving the range onto `group` until one batch is left.
+// loop_subtree accounts for a range of batches that a thread other than the loop's caller
+// took (a piece). The taker works through it as a fork-join would, without ever waiting:
+// it splits the range, pushing the upper halves onto its own deque, runs the lowest batch,
+// then runs back, newest first, each half no other thread took meanwhile, and splits that the
+// same way. What it runs back costs no count. A half another thread took is paid for by that
+// thread when the half (and everything it split off) has finished: one subtraction from
+// `owed`. When the taker is done it adds the number of halves it did not run back. Whoever
+// brings `owed` to zero from then on (the taker itself, if every taken half has already
+// been paid for) frees the subtree and pays the taken piece's own count where it was
+// counted: its parent subtree, or the loop's group. So the loop's shared counter changes
+// once per steal, not once per batch, and no thread but the caller waits for anything.
+struct loop_subtree {
+  std_atomics::atomic<std::uint32_t> owed{0};  // modulo 2^32: below zero until the taker adds its halves
+  loop_subtree* parent = nullptr;  // where the taken piece is counted; nullptr: the loop's group
+};
+
+// loop_run is what every piece of one loop shares: it lives in the caller's frame, which
+// outlives every piece (the caller joins the group).
 template <class EachBatch>
-void split_batches(task_group& group, const loop_plan& plan, std::size_t first, std::size_t last,
-                   const EachBatch& each_batch) {
-  while (last - first > 1) {
-    std::size_t middle = first + (last - first) / 2;
-    group.run_at(plan.at, [&group, &plan, middle, last, &each_batch] {
-      split_batches(group, plan, middle, last, each_batch);
-    });
-    last = middle;
+struct loop_run {
+  task_group& group;
+  const loop_plan& plan;
+  const EachBatch& each_batch;
+};
+
+// loop_piece_name marks a piece counted in a subtree: only pieces counted in the group
+// itself carry group_child_name, so that the joiner takes only those as its own.
+inline constexpr char loop_piece_name[] = "parallel_for piece";
+
+// loop_piece_base is a range of batches [first, last) waiting to run, counted in
+// `counted_in` (nullptr: a child of the loop's group).
+struct loop_piece_base : group_child_base {
+  loop_subtree* counted_in = nullptr;
+  std::size_t first = 0;
+  std::size_t last = 0;
+};
+
+// loop_piece is a piece of one loop.
+template <class EachBatch>
+struct loop_piece final : loop_piece_base {
+  const loop_run<EachBatch>* loop;
+
+  loop_piece(const loop_run<EachBatch>& run, loop_subtree* counter, std::size_t from, std::size_t to) noexcept
+      : loop(&run) {
+    group = &run.group;
+    handler = &handle;
+    name = counter == nullptr ? group_child_name : loop_piece_name;
+    counted_in = counter;
+    first = from;
+    last = to;
   }
-  each_batch(first);
+
+  static bool handle(work_item* self, work_action action) noexcept;
+};
+
+// loop_runner splits a loop's ranges and counts its pieces (task_group lets it spawn and
+// count children).
+struct loop_runner {
+  using deque_type = work_stealing_deque<work_item*>;
+
+  // split runs batches [first, last) of `loop` on the group, halving the range until one
+  // batch is left: the upper halves become the group's children, the lowest batch runs here.
+  // `home` says whether the calling thread is the group's home thread.
+  template <class EachBatch>
+  static void split(const loop_run<EachBatch>& loop, std::size_t first, std::size_t last, bool home) {
+    while (last - first > 1) {
+      std::size_t middle = first + (last - first) / 2;
+      auto* piece = make_piece(loop, nullptr, middle, last);
+      try {
+        loop.group.spawn(piece, loop.plan.at, home);
+      } catch (...) {  // not queued, so not counted
+        task_pool::deallocate(piece, sizeof(*piece));
+        throw;
+      }
+      last = middle;
+    }
+    loop.each_batch(first);
+  }
+
+  // run_piece runs a piece's range where `action` says, then pays its count. The loop's
+  // caller splits onto the group: its spawns cost no read-modify-write, and its join takes
+  // them back. Any other thread takes the piece over on a subtree of its own.
+  template <class EachBatch>
+  static void run_piece(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
+                        std::size_t last, work_action action) noexcept {
+    task_group& group = loop.group;
+    if (action == work_action::discard) {
+      group.child_failed(never_ran());
+      finish(group, counted_in);
+      return;
+    }
+    if (counted_in == nullptr && action == work_action::run) group.child_started();
+    if (group.is_home()) {
+      try {
+        split(loop, first, last, true);
+      } catch (...) {
+        group.child_failed(std::current_exception());
+      }
+    } else if (loop_subtree* taken = take_over(counted_in)) {
+      std::uint32_t not_run_back = 0;
+      try {
+        run_taken(loop, taken, own_deque(group), first, last, not_run_back);
+      } catch (...) {  // no memory to queue a half: what was queued still runs and pays
+        group.child_failed(std::current_exception());
+      }
+      settle(group, taken, not_run_back);  // pays this piece's count once nothing is owed
+      return;
+    } else {  // no memory for a subtree: run the range here, batch by batch
+      for (std::size_t index = first; index < last; ++index) {
+        try {
+          loop.each_batch(index);
+        } catch (...) {
+          group.child_failed(std::current_exception());
+        }
+      }
+    }
+    if (counted_in != nullptr || action != work_action::run_joined) finish(group, counted_in);  // the joiner counts its own
+  }
+
+  // run_taken runs batches [first, last) of a range taken on `subtree`: it halves the range
+  // onto `own` (or a shared queue, without a deque of its own), runs the lowest batch, then
+  // runs back the halves still on top of `own`. `not_run_back` counts the halves pushed and
+  // not run back here.
+  template <class EachBatch>
+  static void run_taken(const loop_run<EachBatch>& loop, loop_subtree* subtree, deque_type* own, std::size_t first,
+                        std::size_t last, std::uint32_t& not_run_back) {
+    std::uint32_t pushed = 0;
+    while (last - first > 1) {
+      std::size_t middle = first + (last - first) / 2;
+      auto* piece = make_piece(loop, subtree, middle, last);
+      try {
+        queue(loop.group, piece, loop.plan.at);
+      } catch (...) {  // not queued
+        task_pool::deallocate(piece, sizeof(*piece));
+        throw;
+      }
+      ++pushed;
+      ++not_run_back;
+      last = middle;
+    }
+    try {
+      loop.each_batch(first);
+    } catch (...) {  // this batch stops; the halves still run
+      loop.group.child_failed(std::current_exception());
+    }
+    for (; pushed > 0 && own != nullptr; --pushed) {
+      loop_piece_base* back = run_back(loop.group, own, subtree);
+      if (back == nullptr) break;  // the rest were taken: their takers pay for them
+      --not_run_back;
+      std::size_t back_first = back->first;
+      std::size_t back_last = back->last;
+      task_pool::deallocate(back, sizeof(loop_piece<EachBatch>));
+      run_taken(loop, subtree, own, back_first, back_last, not_run_back);
+    }
+  }
+
+  template <class EachBatch>
+  static loop_piece<EachBatch>* make_piece(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
+                                           std::size_t last) {
+    void* memory = task_pool::allocate(sizeof(loop_piece<EachBatch>));
+    return new (memory) loop_piece<EachBatch>(loop, counted_in, first, last);
+  }
+
+  // take_over makes a subtree for a piece this thread took, counted in `parent`; nullptr
+  // without memory.
+  static loop_subtree* take_over(loop_subtree* parent) noexcept;
+  // settle is the taker's end of a subtree: `not_run_back` halves are still to be paid for.
+  static void settle(task_group& group, loop_subtree* subtree, std::uint32_t not_run_back) noexcept;
+  // finish pays one count in `subtree` (nullptr: the group), and each subtree that leaves
+  // owing nothing pays its own count in its parent.
+  static void finish(task_group& group, loop_subtree* subtree) noexcept;
+  // own_deque is the calling thread's own deque in the group's scheduler, if it has one.
+  static deque_type* own_deque(task_group& group) noexcept;
+  // queue queues a half of a taken range.
+  static void queue(task_group& group, loop_piece_base* piece, priority at);
+  // run_back pops the newest item of `own` if it is a piece of `subtree`; else nullptr.
+  static loop_piece_base* run_back(task_group& group, deque_type* own, loop_subtree* subtree);
+  static std::exception_ptr never_ran() noexcept;
+};
+
+template <class EachBatch>
+bool loop_piece<EachBatch>::handle(work_item* self, work_action action) noexcept {
+  auto* me = static_cast<loop_piece*>(self);
+  const loop_run<EachBatch>& loop = *me->loop;
+  loop_subtree* counted_in = me->counted_in;
+  std::size_t first = me->first;
+  std::size_t last = me->last;
+  // Freed before the range runs: the halves it splits off reuse the block while it is hot.
+  static_assert(std::is_trivially_destructible_v<loop_piece>);
+  task_pool::deallocate(me, sizeof(loop_piece));
+  loop_runner::run_piece(loop, counted_in, first, last, action);
+  return true;
 }
 
 // for_each_batch runs `each_batch(index)` for every batch of `plan`, the caller included.
@@ -87,8 +276,9 @@ void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
     return;
   }
   task_group group;
+  const loop_run<EachBatch> loop{group, plan, each_batch};
   try {
-    split_batches(group, plan, 0, plan.batches, each_batch);
+    loop_runner::split(loop, 0, plan.batches, true);  // the group is this thread's: made here
   } catch (...) {
     try {
       group.wait();

@@ -52,6 +52,8 @@ class task_group;
 
 namespace detail {
 
+struct loop_runner;  // parallel_for's: spawns and counts a loop's pieces (magpie/parallel_for.h)
+
 // group_child_name marks a work item as a task_group child (its address, not its text).
 inline constexpr char group_child_name[] = "task_group child";
 
@@ -194,6 +196,7 @@ class task_group {
  private:
   template <class Body>
   friend struct detail::group_child;
+  friend struct detail::loop_runner;
 
   // unfinished_ holds twice a count of children plus a sleeper bit (bit 0): the joiner
   // sleeps on the word (a futex), so the last child knows from its own decrement whether
@@ -227,6 +230,8 @@ class task_group {
     spawn_general(child, at);
   }
   void spawn_general(detail::group_child_base* child, priority at);
+  // queue hands a child already counted (by the caller) to a queue: see spawn_general.
+  void queue(detail::group_child_base* child, priority at, bool home);
   static scheduler::impl* default_owner();  // may throw: creating the default scheduler can
   // remember_home keeps the calling thread's own deque, if it has one for owner_, with
   // what its spawns need: read once here rather than per spawn.

@@ -1,8 +1,14 @@
-// How parallel loops are cut into batches (include/magpie/parallel_for.h).
+// How parallel loops are cut into batches, and how a taken piece pays its count
+// (include/magpie/parallel_for.h).
+#include "../scheduler/scheduler_impl.h"
+
 #include <magpie/detail/task_base.h>
 #include <magpie/parallel_for.h>
 
 #include <limits>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
 
 namespace magpie::detail {
 
@@ -44,6 +50,68 @@ loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noex
   plan.batch = std::max({batch, options.min_batch_size, std::size_t{1}});
   plan.batches = divide_rounding_up(count, plan.batch);
   return plan;
+}
+
+}  // namespace magpie::detail
+
+namespace magpie::detail {
+
+loop_subtree* loop_runner::take_over(loop_subtree* parent) noexcept {
+  static_assert(sizeof(loop_subtree) <= 64, "a subtree is one pool block, a line of its own");
+  void* memory = nullptr;
+  try {
+    memory = task_pool::allocate(sizeof(loop_subtree));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  auto* made = new (memory) loop_subtree;
+  made->parent = parent;
+  return made;
+}
+
+void loop_runner::settle(task_group& group, loop_subtree* subtree, std::uint32_t not_run_back) noexcept {
+  // Every half ran back here: no other thread ever saw the subtree, and nothing is owed.
+  // Else the halves' takers have subtracted what they paid so far; adding what they owe in
+  // all leaves zero only if every one has paid.
+  // acq_rel: pairs with the takers' subtractions in finish, both ways: whoever ends at zero
+  // sees every batch of the subtree, and passes that on with its payment
+  if (not_run_back != 0 && subtree->owed.fetch_add(not_run_back, std::memory_order_acq_rel) + not_run_back != 0) return;
+  loop_subtree* parent = subtree->parent;
+  static_assert(std::is_trivially_destructible_v<loop_subtree>);
+  task_pool::deallocate(subtree, sizeof(loop_subtree));
+  finish(group, parent);
+}
+
+void loop_runner::finish(task_group& group, loop_subtree* subtree) noexcept {
+  while (subtree != nullptr) {
+    // acq_rel: as settle's; until the taker settles the count is below zero, so only a
+    // subtraction after the settling addition can end at zero
+    if (subtree->owed.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    loop_subtree* parent = subtree->parent;
+    task_pool::deallocate(subtree, sizeof(loop_subtree));
+    subtree = parent;
+  }
+  group.child_done();  // last: the caller may return once the group's count drops
+}
+
+loop_runner::deque_type* loop_runner::own_deque(task_group& group) noexcept { return group.owner_->own_deque(); }
+
+void loop_runner::queue(task_group& group, loop_piece_base* piece, priority at) { group.queue(piece, at, false); }
+
+loop_piece_base* loop_runner::run_back(task_group& group, deque_type* own, loop_subtree* subtree) {
+  bool pushed_back = false;
+  auto mine = own->pop_matching(
+      [subtree](work_item* item) {
+        return item->name == loop_piece_name && static_cast<loop_piece_base*>(item)->counted_in == subtree;
+      },
+      pushed_back);
+  if (mine) return static_cast<loop_piece_base*>(*mine);
+  if (pushed_back) group.wake_workers();  // for what went back: a thief may have found it gone (pop_matching)
+  return nullptr;
+}
+
+std::exception_ptr loop_runner::never_ran() noexcept {
+  return std::make_exception_ptr(std::runtime_error("parallel_for batch never ran: scheduler shut down"));
 }
 
 }  // namespace magpie::detail

@@ -46,7 +46,6 @@ void task_group::join_unjoined() noexcept {
 void task_group::wake_workers() noexcept { owner_->wake_for(priority::normal); }
 
 void task_group::spawn_general(detail::group_child_base* child, priority at) {
-  thread_context& context = this_thread_context();
   const bool home = is_home();
   if (home) {
     // relaxed: this thread is the only writer; the joiner reads it as outstanding() says
@@ -54,6 +53,23 @@ void task_group::spawn_general(detail::group_child_base* child, priority at) {
   } else {
     unfinished_.fetch_add(one_child, std::memory_order_relaxed);  // relaxed: published to the child's runner by the queue push
   }
+  try {
+    queue(child, at, home);
+  } catch (...) {
+    // No memory to grow a queue: the child is not queued, so it must not be counted either
+    // (run() destroys it and rethrows), or the join would wait for it for ever.
+    if (home) {
+      // relaxed: as the increment above
+      spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    } else {
+      child_done();  // as a finished child: wakes a joiner that slept on this one
+    }
+    throw;
+  }
+}
+
+void task_group::queue(detail::group_child_base* child, priority at, bool home) {
+  thread_context& context = this_thread_context();
   auto* own = owner_->own_deque(context);
   // Only joining threads run anything, and this one has no deque: a queue would hand the
   // children back oldest first, nesting joins without bound. Or the home thread has no
@@ -70,27 +86,15 @@ void task_group::spawn_general(detail::group_child_base* child, priority at) {
     }
     return;
   }
-  try {
-    // The common case without schedule()'s second look at the thread: normal work onto our
-    // own deque (an attached thread's only while the scheduler accepts work from outside).
-    if (own != nullptr && at == priority::normal &&
-        (context.self != nullptr || owner_->accepting.load(std::memory_order_relaxed))) {  // relaxed: see task_group.h's spawn
-      own->push(child);
-      owner_->wake_for(at);
-      return;
-    }
-    owner_->schedule(child, at);
-  } catch (...) {
-    // No memory to grow a queue: the child is not queued, so it must not be counted either
-    // (run() destroys it and rethrows), or the join would wait for it for ever.
-    if (home) {
-      // relaxed: as the increment above
-      spawned_at_home_.store(spawned_at_home_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-    } else {
-      child_done();  // as a finished child: wakes a joiner that slept on this one
-    }
-    throw;
+  // The common case without schedule()'s second look at the thread: normal work onto our
+  // own deque (an attached thread's only while the scheduler accepts work from outside).
+  if (own != nullptr && at == priority::normal &&
+      (context.self != nullptr || owner_->accepting.load(std::memory_order_relaxed))) {  // relaxed: see task_group.h's spawn
+    own->push(child);
+    owner_->wake_for(at);
+    return;
   }
+  owner_->schedule(child, at);
 }
 
 bool task_group::run_private_children() noexcept {
