@@ -7,24 +7,27 @@
 //   thread 0: holds P's handle from the start and launches S0 behind P with it, by rvalue:
 //             if it counts one handle, the edge keeps the handle and the push is tagged,
 //             else the edge takes a reference and the push is plain; the handle goes after
-//             a plain push or a failed tagged one (the launcher kept it). Then publishes
-//             S0's handle to the waiter;
-//   thread 1: takes the handle P's body made with this_task(), if it gets it before the
-//             body gives up offering it, launches S1 behind P keeping the handle (a plain
-//             push; the edge takes a reference), then S2 with it by rvalue, as thread 0;
-//   thread 2: runs P: the body makes the handle and offers it to thread 1 (or drops it
-//             when thread 1 looked first); then completes P as close_subsequents does —
-//             no handle: close_unshared; one handle and the tag standing: the tagged
-//             close; else close — and runs each subsequent it took;
-//   thread 3 (the "let go" case only): a waiter for S0 that claims S0's prerequisites
-//             before S0 begins and lets go of what the edge holds: with a handle, it
-//             clears the tag first (drop_prerequisite_references in
-//             lib/tasks/task_references.cpp).
+//             a plain push or a failed tagged one (the launcher kept it). Then hands S0's
+//             handle to the waiter (thread 3);
+//   thread 1: takes the handle P's body made with this_task(), unless it looked before the
+//             body offered it (then the body drops it), launches S1 behind P keeping the
+//             handle (a plain push; the edge takes a reference), then S2 with it by rvalue,
+//             as thread 0;
+//   thread 2: runs P: the body writes P's result, makes the handle and offers it to thread
+//             1; then completes P as close_subsequents does — no handle: close_unshared;
+//             one handle and the tag standing: the tagged close; else close — and runs
+//             each subsequent it took;
+//   thread 3: a waiter for S0 that claims S0's prerequisites before S0 begins and lets go
+//             of what the edge holds: with a handle, it clears the tag first
+//             (drop_prerequisite_references in lib/tasks/task_references.cpp).
 // Whoever runs a subsequent claims its prerequisites (one wins) and drops what its edge
-// holds. Must hold: a pushed edge is handed to the completer exactly once, whole, and a
-// failed push never is; a plain close never meets a tag, and no store overwrites a push;
-// every handle and every edge's hold goes exactly once (only the completion's reference is
-// left). Each case must reach all three closes, or it proves nothing about them.
+// holds; a subsequent whose push failed runs at once and reads P's result. Two cases:
+// "push" runs threads 0 to 2, "let go" all four.
+// Must hold: a pushed edge is handed to the completer exactly once, whole, and a failed
+// push never is (its subsequent sees P's result); a plain close never meets a tag, and no
+// store overwrites a push; every handle and every edge's hold goes exactly once (only the
+// completion's reference is left). Each case must reach all three closes, or it proves
+// nothing about them.
 //
 // Mutants (each must fail):
 //   --mutant=release_to_relaxed: the pushes and the handles' drops publish nothing, so the
@@ -32,7 +35,7 @@
 //     still finds its tag;
 //   --mutant=no_clear_tag: the waiter lets go of the edge's handle without clearing the
 //     tag, so the completer counts no handle and meets the tag, or counts the body's one
-//     handle and closes with a store over that handle's push;
+//     handle and closes with a store over that handle's push ("let go" only);
 //   --mutant=relaxed_handle_look: the completer counts handles with a relaxed load, which
 //     orders no dropped handle's push before its look at the list: the store loses it.
 #include <magpie/detail/subsequent_list.h>
@@ -214,7 +217,9 @@ constexpr unsigned context_bound = 3;
 
 template <protocol_change Change>
 int run_protocol_mutant(const char* name) {
-  if (int failed = run_model<tag_model<weakening::none, false, Change>>(name, iterations, context_bound)) return failed;
+  if (int failed = run_model<tag_model<weakening::none, false, Change>>(name, iterations, context_bound)) {
+    return failed;
+  }
   return run_model<tag_model<weakening::none, true, Change>>(name, iterations, context_bound);
 }
 
@@ -226,14 +231,17 @@ int main(int argc, char** argv) {
     case protocol_change::no_clear_tag:
       return run_protocol_mutant<protocol_change::no_clear_tag>("subsequent_list_tag mutant no_clear_tag");
     case protocol_change::relaxed_handle_look:
-      return run_protocol_mutant<protocol_change::relaxed_handle_look>("subsequent_list_tag mutant relaxed_handle_look");
+      return run_protocol_mutant<protocol_change::relaxed_handle_look>(
+          "subsequent_list_tag mutant relaxed_handle_look");
     case protocol_change::none:
       break;
   }
   const bool mutated = weakening_from_args(argc, argv) != weakening::none;
-  if (int failed = model_main<tag_push_model>(argc, argv, "subsequent_list_tag push", iterations, context_bound)) return failed;
-  if (!mutated && reached_every_close<tag_push_model<weakening::none>>("subsequent_list_tag push") != 0) return 1;
-  if (int failed = model_main<tag_let_go_model>(argc, argv, "subsequent_list_tag let go", iterations, context_bound)) return failed;
-  if (!mutated && reached_every_close<tag_let_go_model<weakening::none>>("subsequent_list_tag let go") != 0) return 1;
+  const char* push = "subsequent_list_tag push";
+  if (int failed = model_main<tag_push_model>(argc, argv, push, iterations, context_bound)) return failed;
+  if (!mutated && reached_every_close<tag_push_model<weakening::none>>(push) != 0) return 1;
+  const char* let_go = "subsequent_list_tag let go";
+  if (int failed = model_main<tag_let_go_model>(argc, argv, let_go, iterations, context_bound)) return failed;
+  if (!mutated && reached_every_close<tag_let_go_model<weakening::none>>(let_go) != 0) return 1;
   return 0;
 }
