@@ -183,9 +183,10 @@ struct relacy_atomics {
 };
 
 // run_model simulates `Model` and returns the process exit code: 0 when Relacy found no
-// failure. Random exploration first, then a context-bounded systematic search.
+// failure. Random exploration first, then a systematic search of every schedule with at
+// most `context_bound` preemptions.
 template <class Model>
-int run_model(const char* name, int iterations) {
+int run_model(const char* name, int iterations, unsigned context_bound = 2) {
   static std::ostringstream progress;  // Relacy's percentage lines; failures still go to stdout
   rl::test_params random;
   random.progress_stream = &progress;
@@ -197,22 +198,25 @@ int run_model(const char* name, int iterations) {
   rl::test_params bounded;
   bounded.progress_stream = &progress;
   bounded.search_type = rl::fair_context_bound_scheduler_type;
-  bounded.context_bound = 2;
-  std::printf("%s: context-bound scheduler (bound 2)\n", name);
+  bounded.context_bound = context_bound;
+  std::printf("%s: context-bound scheduler (bound %u)\n", name, context_bound);
   return rl::simulate<Model>(bounded) ? 0 : 1;
 }
 
 // model_main is each model's main(): it runs Model<none>, or the mutant the command line
 // names (--mutant=seq_cst_to_acq_rel | release_to_relaxed), and returns the exit code.
 template <template <weakening> class Model>
-int model_main(int argc, char** argv, const std::string& name, int iterations = 200000) {
+int model_main(int argc, char** argv, const std::string& name, int iterations = 200000,
+               unsigned context_bound = 2) {
   switch (weakening_from_args(argc, argv)) {
     case weakening::none:
-      return run_model<Model<weakening::none>>(name.c_str(), iterations);
+      return run_model<Model<weakening::none>>(name.c_str(), iterations, context_bound);
     case weakening::seq_cst_to_acq_rel:
-      return run_model<Model<weakening::seq_cst_to_acq_rel>>((name + " mutant seq_cst_to_acq_rel").c_str(), iterations);
+      return run_model<Model<weakening::seq_cst_to_acq_rel>>((name + " mutant seq_cst_to_acq_rel").c_str(), iterations,
+                                                              context_bound);
     case weakening::release_to_relaxed:
-      return run_model<Model<weakening::release_to_relaxed>>((name + " mutant release_to_relaxed").c_str(), iterations);
+      return run_model<Model<weakening::release_to_relaxed>>((name + " mutant release_to_relaxed").c_str(), iterations,
+                                                              context_bound);
   }
   return 2;
 }
