@@ -14,7 +14,8 @@
 // A push may set a tag beside the head, which the next push clears: the owner of the
 // list can ask about the newest push without reading a node it does not own.
 // close() hands back the nodes newest first. test/model/subsequent_list_model.cpp
-// model-checks push_if_not_closed against close() under Relacy, with a mutant.
+// model-checks push_if_not_closed against close() under Relacy, with a mutant, and
+// test/model/subsequent_list_tag_model.cpp the tag with the handle counting around it.
 #pragma once
 
 #include <magpie/detail/atomics.h>
