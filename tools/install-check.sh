@@ -56,6 +56,7 @@ install_once() {  # meson install of the build into $scratch/root, once
     python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
   libdir=$(dirname "$(find "$prefix" -name 'libmagpie.so' -o -name 'libmagpie.a' | head -n 1)")
   [ -f "$prefix/share/doc/magpie/LICENSE" ] || { echo "install check: LICENSE not installed" >&2; exit 1; }
+  [ -f "$prefix/share/magpie/tsan.supp" ] || { echo "install check: share/magpie/tsan.supp not installed" >&2; exit 1; }
 }
 
 cmake_consumer() {  # cmake_consumer <route> <cmake args...>

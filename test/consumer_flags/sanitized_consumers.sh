@@ -29,7 +29,7 @@ case $mode in
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 suppressions=$root/test/tsan.supp}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 suppressions=$prefix/share/magpie/tsan.supp}  # the installed copy
 
 python3 - "$root/README.md" "$scratch/first_program.cpp" <<'PY'
 import re, sys
