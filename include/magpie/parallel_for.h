@@ -9,19 +9,20 @@
 // thread, or sixteen when `unbalanced` says iterations differ in cost). Batches are spread
 // by recursive halving: a task takes a range of batches, spawns its upper half as a child
 // and keeps the lower half, until one batch is left — so idle workers steal big halves and
-// the caller works through its own. A worker that steals a half splits it onto a counter of
-// its own, which pays the half's one count in the loop when its last piece finishes (wherever
-// that ran): the loop's shared counter changes once per steal, not once per batch, and no
-// thread but the caller waits for anything. The calling thread takes part and returns when every
+// the caller works through its own. Any other thread that takes a half splits it onto a
+// counter of its own, which pays the half's one count in the loop when its last piece
+// finishes (wherever that ran): the loop's shared counter changes once per steal, not once
+// per batch, and no thread but the caller waits for anything. The calling thread takes part and returns when every
 // iteration ran; the first exception an iteration threw is rethrown (the batch it was in
 // stops; every other batch still runs). A loop runs on the scheduler the calling thread
 // works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
 // planned for its threads.
 #pragma once
 
+#include <magpie/detail/language.h>
+
 #include <magpie/detail/atomics.h>
 #include <magpie/detail/task_pool.h>
-#include <magpie/detail/thread_tag.h>
 #include <magpie/task_group.h>
 
 #include <algorithm>
@@ -76,16 +77,19 @@ constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::s
 // loop_subtree accounts for a range of batches that a thread other than the loop's caller
 // took (a piece). The taker works through it as a fork-join would, without ever waiting:
 // it splits the range, pushing the upper halves onto its own deque, runs the lowest batch,
-// then runs back, newest first, each half no other thread took meanwhile, and splits that the
-// same way. What it runs back costs no count. A half another thread took is paid for by that
+// then takes back and runs, newest first, each half no other thread took meanwhile, and
+// splits that the same way. What it takes back costs no count. A half another thread took is paid for by that
 // thread when the half (and everything it split off) has finished: one subtraction from
-// `owed`. When the taker is done it adds the number of halves it did not run back. Whoever
+// `owed`. When the taker is done it adds the number of halves it did not take back. Whoever
 // brings `owed` to zero from then on (the taker itself, if every taken half has already
 // been paid for) frees the subtree and pays the taken piece's own count where it was
 // counted: its parent subtree, or the loop's group. So the loop's shared counter changes
 // once per steal, not once per batch, and no thread but the caller waits for anything.
+// `owed` counts modulo 2^32: it stays below zero until the taker settles, and no
+// subtraction before that can end at zero, since a loop has far fewer pieces (at most
+// sixteen batches per thread) than 2^32.
 struct loop_subtree {
-  std_atomics::atomic<std::uint32_t> owed{0};  // modulo 2^32: below zero until the taker adds its halves
+  std_atomics::atomic<std::uint32_t> owed{0};
   loop_subtree* parent = nullptr;  // where the taken piece is counted; nullptr: the loop's group
 };
 
@@ -133,20 +137,13 @@ struct loop_piece final : loop_piece_base {
 struct loop_runner {
   using deque_type = work_stealing_deque<work_item*>;
 
-  // split runs batches [first, last) of `loop` on the group, halving the range until one
-  // batch is left: the upper halves become the group's children, the lowest batch runs here.
-  // `home` says whether the calling thread is the group's home thread.
+  // split runs batches [first, last) of `loop` on the loop's caller, halving the range
+  // onto the group until one batch is left, which runs here.
   template <class EachBatch>
-  static void split(const loop_run<EachBatch>& loop, std::size_t first, std::size_t last, bool home) {
+  static void split(const loop_run<EachBatch>& loop, std::size_t first, std::size_t last) {
     while (last - first > 1) {
       std::size_t middle = first + (last - first) / 2;
-      auto* piece = make_piece(loop, nullptr, middle, last);
-      try {
-        loop.group.spawn(piece, loop.plan.at, home);
-      } catch (...) {  // not queued, so not counted
-        task_pool::deallocate(piece, sizeof(*piece));
-        throw;
-      }
+      push_half(loop, nullptr, middle, last);
       last = middle;
     }
     loop.each_batch(first);
@@ -165,20 +162,22 @@ struct loop_runner {
       return;
     }
     if (counted_in == nullptr && action == work_action::run) group.child_started();
-    if (group.is_home()) {
+    if (action == work_action::run_joined || group.is_home()) {  // only the caller joins the group
       try {
-        split(loop, first, last, true);
-      } catch (...) {
+        split(loop, first, last);
+      } catch (...) {  // no memory to queue a half: the batches below it are dropped, the loop rethrows
         group.child_failed(std::current_exception());
       }
-    } else if (loop_subtree* taken = take_over(counted_in)) {
-      std::uint32_t not_run_back = 0;
+    } else if (loop_subtree* taken = make_subtree(counted_in)) {
+      // Halves of another priority go to the shared queues, never onto this deque.
+      deque_type* own = loop.plan.at == priority::normal ? own_deque(group) : nullptr;
+      std::uint32_t not_taken_back = 0;
       try {
-        run_taken(loop, taken, own_deque(group), first, last, not_run_back);
-      } catch (...) {  // no memory to queue a half: what was queued still runs and pays
+        run_taken(loop, taken, own, first, last, not_taken_back);
+      } catch (...) {  // as split's: what was queued still runs and pays
         group.child_failed(std::current_exception());
       }
-      settle(group, taken, not_run_back);  // pays this piece's count once nothing is owed
+      settle(group, taken, not_taken_back);  // pays this piece's count once nothing is owed
       return;
     } else {  // no memory for a subtree: run the range here, batch by batch
       for (std::size_t index = first; index < last; ++index) {
@@ -193,24 +192,18 @@ struct loop_runner {
   }
 
   // run_taken runs batches [first, last) of a range taken on `subtree`: it halves the range
-  // onto `own` (or a shared queue, without a deque of its own), runs the lowest batch, then
-  // runs back the halves still on top of `own`. `not_run_back` counts the halves pushed and
-  // not run back here.
+  // onto `own` (or a shared queue, without one), runs the lowest batch, then takes back and
+  // runs the halves still on top of `own`. `not_taken_back` counts the halves pushed and
+  // not taken back here.
   template <class EachBatch>
   static void run_taken(const loop_run<EachBatch>& loop, loop_subtree* subtree, deque_type* own, std::size_t first,
-                        std::size_t last, std::uint32_t& not_run_back) {
+                        std::size_t last, std::uint32_t& not_taken_back) {
     std::uint32_t pushed = 0;
     while (last - first > 1) {
       std::size_t middle = first + (last - first) / 2;
-      auto* piece = make_piece(loop, subtree, middle, last);
-      try {
-        queue(loop.group, piece, loop.plan.at);
-      } catch (...) {  // not queued
-        task_pool::deallocate(piece, sizeof(*piece));
-        throw;
-      }
+      push_half(loop, subtree, middle, last);
       ++pushed;
-      ++not_run_back;
+      ++not_taken_back;
       last = middle;
     }
     try {
@@ -219,28 +212,40 @@ struct loop_runner {
       loop.group.child_failed(std::current_exception());
     }
     for (; pushed > 0 && own != nullptr; --pushed) {
-      loop_piece_base* back = run_back(loop.group, own, subtree);
+      loop_piece_base* back = take_back(loop.group, own, subtree);
       if (back == nullptr) break;  // the rest were taken: their takers pay for them
-      --not_run_back;
+      --not_taken_back;
       std::size_t back_first = back->first;
       std::size_t back_last = back->last;
       task_pool::deallocate(back, sizeof(loop_piece<EachBatch>));
-      run_taken(loop, subtree, own, back_first, back_last, not_run_back);
+      run_taken(loop, subtree, own, back_first, back_last, not_taken_back);
     }
   }
 
+  // push_half makes a piece of batches [first, last) counted in `counted_in` and queues it:
+  // a child of the group, spawned by the loop's caller; else a half of a taken range.
   template <class EachBatch>
-  static loop_piece<EachBatch>* make_piece(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
-                                           std::size_t last) {
+  static void push_half(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
+                        std::size_t last) {
     void* memory = task_pool::allocate(sizeof(loop_piece<EachBatch>));
-    return new (memory) loop_piece<EachBatch>(loop, counted_in, first, last);
+    auto* piece = new (memory) loop_piece<EachBatch>(loop, counted_in, first, last);
+    try {
+      if (counted_in == nullptr) {
+        loop.group.spawn(piece, loop.plan.at, true);
+      } else {
+        queue(loop.group, piece, loop.plan.at);
+      }
+    } catch (...) {  // not queued, so not counted
+      task_pool::deallocate(memory, sizeof(loop_piece<EachBatch>));
+      throw;
+    }
   }
 
-  // take_over makes a subtree for a piece this thread took, counted in `parent`; nullptr
-  // without memory.
-  static loop_subtree* take_over(loop_subtree* parent) noexcept;
-  // settle is the taker's end of a subtree: `not_run_back` halves are still to be paid for.
-  static void settle(task_group& group, loop_subtree* subtree, std::uint32_t not_run_back) noexcept;
+  // make_subtree makes a subtree for a piece this thread took, counted in `parent`;
+  // nullptr without memory.
+  static loop_subtree* make_subtree(loop_subtree* parent) noexcept;
+  // settle is the taker's end of a subtree: `not_taken_back` halves are still to be paid for.
+  static void settle(task_group& group, loop_subtree* subtree, std::uint32_t not_taken_back) noexcept;
   // finish pays one count in `subtree` (nullptr: the group), and each subtree that leaves
   // owing nothing pays its own count in its parent.
   static void finish(task_group& group, loop_subtree* subtree) noexcept;
@@ -248,8 +253,8 @@ struct loop_runner {
   static deque_type* own_deque(task_group& group) noexcept;
   // queue queues a half of a taken range.
   static void queue(task_group& group, loop_piece_base* piece, priority at);
-  // run_back pops the newest item of `own` if it is a piece of `subtree`; else nullptr.
-  static loop_piece_base* run_back(task_group& group, deque_type* own, loop_subtree* subtree);
+  // take_back pops the newest item of `own` if it is a piece of `subtree`; else nullptr.
+  static loop_piece_base* take_back(task_group& group, deque_type* own, loop_subtree* subtree);
   static std::exception_ptr never_ran() noexcept;
 };
 
@@ -278,7 +283,7 @@ void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
   task_group group;
   const loop_run<EachBatch> loop{group, plan, each_batch};
   try {
-    loop_runner::split(loop, 0, plan.batches, true);  // the group is this thread's: made here
+    loop_runner::split(loop, 0, plan.batches);
   } catch (...) {
     try {
       group.wait();

@@ -52,11 +52,7 @@ loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noex
   return plan;
 }
 
-}  // namespace magpie::detail
-
-namespace magpie::detail {
-
-loop_subtree* loop_runner::take_over(loop_subtree* parent) noexcept {
+loop_subtree* loop_runner::make_subtree(loop_subtree* parent) noexcept {
   static_assert(sizeof(loop_subtree) <= 64, "a subtree is one pool block, a line of its own");
   void* memory = nullptr;
   try {
@@ -69,13 +65,15 @@ loop_subtree* loop_runner::take_over(loop_subtree* parent) noexcept {
   return made;
 }
 
-void loop_runner::settle(task_group& group, loop_subtree* subtree, std::uint32_t not_run_back) noexcept {
-  // Every half ran back here: no other thread ever saw the subtree, and nothing is owed.
+void loop_runner::settle(task_group& group, loop_subtree* subtree, std::uint32_t not_taken_back) noexcept {
+  // Every half was taken back here: no other thread ever saw the subtree, and nothing is owed.
   // Else the halves' takers have subtracted what they paid so far; adding what they owe in
   // all leaves zero only if every one has paid.
   // acq_rel: pairs with the takers' subtractions in finish, both ways: whoever ends at zero
   // sees every batch of the subtree, and passes that on with its payment
-  if (not_run_back != 0 && subtree->owed.fetch_add(not_run_back, std::memory_order_acq_rel) + not_run_back != 0) return;
+  if (not_taken_back != 0 && subtree->owed.fetch_add(not_taken_back, std::memory_order_acq_rel) + not_taken_back != 0) {
+    return;
+  }
   loop_subtree* parent = subtree->parent;
   static_assert(std::is_trivially_destructible_v<loop_subtree>);
   task_pool::deallocate(subtree, sizeof(loop_subtree));
@@ -98,7 +96,7 @@ loop_runner::deque_type* loop_runner::own_deque(task_group& group) noexcept { re
 
 void loop_runner::queue(task_group& group, loop_piece_base* piece, priority at) { group.queue(piece, at, false); }
 
-loop_piece_base* loop_runner::run_back(task_group& group, deque_type* own, loop_subtree* subtree) {
+loop_piece_base* loop_runner::take_back(task_group& group, deque_type* own, loop_subtree* subtree) {
   bool pushed_back = false;
   auto mine = own->pop_matching(
       [subtree](work_item* item) {
