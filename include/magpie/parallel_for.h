@@ -12,11 +12,11 @@
 // the caller works through its own. Any other thread that takes a half splits it onto a
 // counter of its own, which pays the half's one count in the loop when its last piece
 // finishes (wherever that ran): the loop's shared counter changes once per steal, not once
-// per batch, and no thread but the caller waits for anything. The calling thread takes part and returns when every
-// iteration ran; the first exception an iteration threw is rethrown (the batch it was in
-// stops; every other batch still runs). A loop runs on the scheduler the calling thread
-// works for, else the default one: inside `pool.execute(...)`, on `pool`, with batches
-// planned for its threads.
+// per batch, and no thread but the caller waits for anything. The calling thread takes part
+// and returns when every iteration ran; the first exception an iteration threw is rethrown
+// (the batch it was in stops; every other batch still runs). A loop runs on the scheduler
+// the calling thread works for, else the default one: inside `pool.execute(...)`, on
+// `pool`, with batches planned for its threads.
 #pragma once
 
 #include <magpie/detail/language.h>
@@ -75,18 +75,18 @@ constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::s
 }
 
 // loop_subtree accounts for a range of batches that a thread other than the loop's caller
-// took (a piece). The taker works through it as a fork-join would, without ever waiting:
-// it splits the range, pushing the upper halves onto its own deque, runs the lowest batch,
+// took (a piece). The taker works through it as a fork-join would, without ever waiting: it
+// splits the range, pushing the upper halves onto its own deque, runs the lowest batch,
 // then takes back and runs, newest first, each half no other thread took meanwhile, and
-// splits that the same way. What it takes back costs no count. A half another thread took is paid for by that
-// thread when the half (and everything it split off) has finished: one subtraction from
-// `owed`. When the taker is done it adds the number of halves it did not take back. Whoever
-// brings `owed` to zero from then on (the taker itself, if every taken half has already
-// been paid for) frees the subtree and pays the taken piece's own count where it was
-// counted: its parent subtree, or the loop's group. So the loop's shared counter changes
-// once per steal, not once per batch, and no thread but the caller waits for anything.
-// `owed` counts modulo 2^32: it stays below zero until the taker settles, and no
-// subtraction before that can end at zero, since a loop has far fewer pieces (at most
+// splits that the same way. What it takes back costs no count. A half another thread took
+// is paid for by that thread when the half (and everything it split off) has finished: one
+// subtraction from `owed`. When the taker is done it adds the number of halves it did not
+// take back. Whoever brings `owed` to zero from then on (the taker itself, if every taken
+// half has already been paid for) frees the subtree and pays the taken piece's own count
+// where it was counted: its parent subtree, or the loop's group. So the loop's shared
+// counter changes once per steal, not once per batch, and no thread but the caller waits
+// for anything. `owed` counts modulo 2^32: it stays below zero until the taker settles, and
+// no subtraction before that can end at zero, since a loop has far fewer pieces (at most
 // sixteen batches per thread) than 2^32.
 struct loop_subtree {
   std_atomics::atomic<std::uint32_t> owed{0};
