@@ -139,6 +139,50 @@ TEST_CASE("coroutine fork: a stolen child runs on another thread and the last to
   }
 }
 
+TEST_CASE("coroutine fork: a join on a thread outside the pool runs queued work while its children finish elsewhere") {
+  no_leaks leaks;
+  scheduler_options one_worker;
+  one_worker.workers = 1;
+  one_worker.background_workers = 0;
+  scheduler pool(one_worker);
+  const std::thread::id here = std::this_thread::get_id();
+  std::atomic<bool> root_started{false};
+  std::atomic<bool> child_started{false};
+  std::atomic<bool> grandchild_ran{false};
+  std::atomic<bool> child_saw_grandchild{false};
+  std::thread::id root_thread;
+  std::thread::id grandchild_thread;
+  // The blocker holds the one worker until the root has started, so this thread's wait
+  // takes the root back and runs it; the worker then steals the child.
+  task<> blocker = pool.launch("blocker", [&] { CHECK(bounded_wait_for(root_started)); });
+  task<int> root = pool.launch("root", [&]() -> coro<int> {
+    root_thread = std::this_thread::get_id();
+    root_started.store(true);
+    int child = 0;
+    co_await magpie::fork(child, [&]() -> coro<int> {
+      int grandchild = 0;
+      co_await magpie::fork(grandchild, [&]() -> coro<int> {
+        grandchild_thread = std::this_thread::get_id();
+        grandchild_ran.store(true);
+        co_return 2;
+      }());
+      child_started.store(true);
+      // The grandchild lies on this worker's deque: only the root's join can run it now.
+      child_saw_grandchild.store(bounded_wait_for(grandchild_ran));
+      co_await magpie::join();
+      co_return grandchild + 1;
+    }());
+    CHECK(bounded_wait_for(child_started));
+    co_await magpie::join();  // the child is the worker's: this thread takes the grandchild meanwhile
+    co_return child;
+  });
+  CHECK(root.get_result() == 3);
+  blocker.wait();
+  CHECK(root_thread == here);
+  CHECK(child_saw_grandchild.load());
+  CHECK(grandchild_thread == here);
+}
+
 TEST_CASE("coroutine fork: without workers the awaiting thread runs every child") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));

@@ -7,6 +7,7 @@
 //   one_at_a_time  an empty task launched and waited for, repeatedly   per task
 //   tick_frame     frames of the tick benchmark's population          per tick run
 //   parallel_for   loops of a body of a few nanoseconds               per chunk (batch of iterations)
+//   coro_fork_fib  coroutine fib in fork-join form (bench/coroutine)  per call (a coroutine frame)
 //   limiter_n2, _n4  2^17 pieces pushed into a concurrency limiter of N by an unattached
 //                  main, then wait (bench/coroutine's limiter rows)     per piece
 //   limiter_n4_from_all  the same, N = 4, pushed from every thread      per piece
@@ -17,6 +18,7 @@
 #include <magpie/detail/counted_atomic.h>
 
 #include "../common/magpie_threads.h"
+#include "../coroutine/forked_fib.h"
 #include "../tick/workload.h"
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -214,6 +217,12 @@ int main(int argc, char** argv) {
   const std::size_t ticks = chosen.quick ? 5'000 : 20'000;
   const std::size_t iterations = 1u << 20;
   const int loops = chosen.quick ? 4 : 40;
+  const int fib_n = chosen.quick ? 20 : 25;
+  const auto fib_calls = [](int n) {  // calls of forked_fib(n): 1 for n < 2, else 1 + both halves'
+    std::uint64_t below = 1, at = 1;
+    for (int i = 2; i <= n; ++i) at = std::exchange(below, at) + at + 1;
+    return at;
+  };
   const int rounds = std::max(1, chosen.runs / 5);
 
   std::map<std::string, std::vector<measurement>> results;
@@ -254,6 +263,11 @@ int main(int argc, char** argv) {
              chunks += magpie::detail::plan_loop(iterations, {}).batches;
            }
            return chunks;
+         }},
+        {"coro_fork_fib: fib(" + std::to_string(fib_n) + ") as coroutines, fork / call / join", "call",
+         [&] {
+           if (pool.launch("fork fib", [fib_n] { return bench::forked_fib(fib_n); }).get_result() < 0) std::abort();
+           return fib_calls(fib_n);
          }},
     };
     for (const workload& shape : shapes) record(shape, threads);

@@ -5,7 +5,7 @@
 // limiter throughput, a cancellation check and a skipped task beside an empty one.
 // Peers: bench/coroutine/tbb.cpp (the limiter as a semaphore-guarded task_group) and
 // bench/coroutine/libfork.cpp (coro_fib and coro_fork_fib, when -Dlibfork_dir names a checkout).
-// "N threads" = N − 1 workers + this thread, except coro_fork_fib's (see there).
+// "N threads" = N − 1 workers + this thread.
 #include "../common/harness.h"
 #include "../common/magpie_threads.h"
 #include "forked_fib.h"
@@ -119,11 +119,10 @@ int main(int argc, char** argv) {
     const std::uint64_t calls = bench::coro_fib::calls(fib_n);
     auto coro_fib = bench::time_runs(chosen.runs, [&] { check(coroutine_fib(pool, fib_n).get_result() == expected, "coroutine fib"); });
     bench::record(chosen, "magpie", "coro_fib", std::to_string(fib_n), threads, coro_fib, calls);
-    // coro_fork_fib counts the threads that work, as its libfork peer's pool does: a root
-    // launched from `main` runs on a worker while `main` waits, and a waiting thread that
-    // is no worker steals nothing. So beyond one thread the row has a worker per thread;
-    // at one, no worker, and `main` runs the root itself.
-    magpie::scheduler fork_pool(bench::magpie_options(threads == 1 ? 1 : threads + 1));
+    // coro_fork_fib as the docs' first fork-join program runs it: `main` launches the root
+    // and waits for it, so its wait takes the root back and runs it, and the root's joins
+    // run other work while children finish on the workers (N − 1 of them).
+    magpie::scheduler fork_pool(bench::magpie_options(threads));
     auto fork_fib = bench::time_runs(chosen.runs, [&] {
       check(fork_pool.launch("fork fib", [fib_n] { return bench::forked_fib(fib_n); }).get_result() == expected,
             "coroutine fork fib");

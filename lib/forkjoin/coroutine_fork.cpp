@@ -1,6 +1,8 @@
 // Fork-join between coroutines: queueing forked children, joining them, and a parent's
 // end with children not joined (include/magpie/coroutine_fork.h).
+#include "../tasks/held_runs.h"
 #include "../tasks/task_internal.h"
+#include "thread_state.h"
 
 #include <magpie/coroutine.h>
 #include <magpie/diagnostics.h>
@@ -52,6 +54,48 @@ bool wait_for_children(coro_promise_base& parent, bool at_return) {
   forks.finished_inline = finished_inline;  // not suspended after all: still the runner's to count
   forks.returned = false;
   return false;
+}
+
+// helps_while_joining says whether a join on this thread runs other queued work while its
+// children finish elsewhere, instead of suspending at once. A worker suspends: its loop
+// takes the next work. So does an attached named thread, whose waits keep to its own
+// queues. Any other thread (a plain `main` that ran the root task its wait took back) has
+// nothing to go back to but that wait, which runs no other work: the coroutine's tree would
+// then run on the workers alone while this thread sleeps.
+bool helps_while_joining() noexcept {
+  const thread_context& context = this_thread_context();
+  return !context.pool_thread && context.named < 0;
+}
+
+// help_until_joined runs queued work of `parent`'s scheduler on this thread, as a
+// task_group's joiner does, until the parent's unjoined children have finished: true then,
+// with the join done (the parent goes on, never suspended). False when it found no work to
+// take for a while, or this thread nests as deep as joiners go: the join then suspends as
+// usual, the children that finished meanwhile already counted in `pending`. Until the join
+// adds its count, `pending` only goes down from zero, so no child finishing meanwhile
+// resumes the parent.
+bool help_until_joined(coro_promise_base& parent) noexcept {
+  if (forkjoin_tls.foreign_depth >= max_foreign_depth) return false;
+  fork_state& forks = parent.forks;
+  scheduler::impl* home = owner_of(parent.owner);
+  const auto finished_all = -static_cast<std::int32_t>(forks.unjoined);
+  int idle_checks = 0;
+  // acquire: pairs with each child's release in finish_forked (its result, its exception)
+  while (forks.pending.load(std::memory_order_acquire) != finished_all) {
+    spill_held_runs();  // a wait_all's runs this thread holds aside go back where others can take them
+    if (work_item* item = home->find_work_as_helper()) {
+      ++forkjoin_tls.foreign_depth;
+      home->execute(item, nullptr);
+      --forkjoin_tls.foreign_depth;
+      idle_checks = 0;
+      continue;
+    }
+    if (++idle_checks == join_spin_checks) return false;
+    for (int pause = 0; pause < 16; ++pause) cpu_relax();
+  }
+  forks.unjoined = 0;
+  forks.pending.store(0, std::memory_order_relaxed);  // relaxed: every child is done with it
+  return true;
 }
 
 }  // namespace
@@ -107,6 +151,7 @@ void fork_slowly(coro_promise_base& parent, coro_promise_base& child) {
 bool join_here(coro_promise_base& parent) {
   run_own_children(parent);
   if (parent.forks.unjoined == 0) return true;
+  if (helps_while_joining() && help_until_joined(parent)) return true;
   return !wait_for_children(parent, /*at_return=*/false);
 }
 

@@ -12,17 +12,6 @@
 
 namespace magpie {
 
-namespace {
-
-// max_foreign_depth bounds how deeply a joining thread nests work that is not its own
-// children (each level is a frame on its stack).
-constexpr int max_foreign_depth = 64;
-
-// spin_checks is how long a joiner with nothing to run watches the count before sleeping.
-constexpr int spin_checks = 256;
-
-}  // namespace
-
 constinit thread_local detail::forkjoin_thread_state detail::forkjoin_tls;
 
 scheduler::impl* task_group::default_owner() { return &detail::scheduler_access::of(default_scheduler()); }
@@ -77,7 +66,7 @@ void task_group::queue(detail::group_child_base* child, priority at, bool home) 
   // take them back from the shared queue. Either way the joiner keeps them.
   bool keep_private = own == nullptr && (owner_->workers.empty() ||
                                          (home && (context.self != nullptr ||
-                                                                detail::forkjoin_tls.foreign_depth >= max_foreign_depth)));
+                                                                detail::forkjoin_tls.foreign_depth >= detail::max_foreign_depth)));
   if (keep_private) {
     child->next_private = private_children_.load(std::memory_order_relaxed);  // relaxed: only the CAS's guess
     while (!private_children_.compare_exchange_weak(child->next_private, child,
@@ -137,7 +126,7 @@ void task_group::child_done() noexcept {
 }
 
 bool task_group::help(int joiner_depth) noexcept {
-  if (joiner_depth >= max_foreign_depth) return false;
+  if (joiner_depth >= detail::max_foreign_depth) return false;
   detail::spill_held_runs();  // a child may lie among what this thread holds aside
   thread_context& context = this_thread_context();
   worker* self = context.owner == owner_ ? context.self : nullptr;
@@ -191,7 +180,7 @@ void task_group::join(std::uint32_t ran_here) noexcept {
       spins = 0;
       continue;
     }
-    if (++spins < spin_checks) {
+    if (++spins < detail::join_spin_checks) {
       for (int pause = 0; pause < 16; ++pause) detail::cpu_relax();
       continue;
     }

@@ -13,11 +13,20 @@
 
 namespace magpie::detail {
 
+// max_foreign_depth bounds how deeply a joining thread (a task_group's joiner, a coroutine's
+// join on a thread outside the pool) nests work that is not its own children: each level is
+// a frame on its stack.
+inline constexpr int max_foreign_depth = 64;
+
+// join_spin_checks is how many times a joiner with nothing to run looks at its count (and,
+// between looks, pauses) before it sleeps or suspends.
+inline constexpr int join_spin_checks = 256;
+
 // forkjoin_thread_state is the fork-join layer's per-thread data. Every field is read and
 // written by its own thread only.
 struct forkjoin_thread_state {
-  // How deeply this thread, joining a task_group, nests work that is not that group's
-  // children (task_group.cpp): each level is a frame on its stack, so it is bounded.
+  // How deeply this thread, joining, nests work that is not its join's children
+  // (task_group.cpp, coroutine_fork.cpp), bounded by max_foreign_depth.
   int foreign_depth = 0;
 
   // An await on this thread was refused at the inline-run depth bound and no inline run has
