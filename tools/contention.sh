@@ -5,9 +5,9 @@
 # normalised per task, per tick, per parallel_for chunk, per coroutine call and per limited
 # piece, for an empty-task batch (attached and not), one-at-a-time launches, a tick frame, a
 # parallel_for, a coroutine fork-join and the concurrency limiter's throughput rows
-# (bench/contention/magpie.cpp). Counts, not
-# times: a machine with fewer cores runs the threads oversubscribed and counts the same
-# operations, save what idle threads do while they search. See docs/scheduler.md, "Contention".
+# (bench/contention/magpie.cpp). Counts, not times: a machine with fewer cores runs the
+# threads oversubscribed and counts the same operations, save what idle threads do while
+# they search. See docs/scheduler.md, "Contention".
 #   tools/contention.sh                     2 4 8 16 threads, full sizes (about a minute on 2 cores)
 #   tools/contention.sh --threads 2 4       other thread counts
 #   tools/contention.sh --quick             smaller sizes
