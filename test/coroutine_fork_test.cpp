@@ -117,7 +117,8 @@ TEST_CASE("coroutine fork: a stolen child runs on another thread and the last to
       int newest = 0;
       // The oldest child is what a thief takes; the newest, run here by the join, waits
       // until the oldest has started elsewhere, and the oldest outlasts it, so the parent
-      // suspends at the join and the oldest resumes it.
+      // suspends at the join (on a thread outside the pool, once it found none of its
+      // subtree's forks to run for a while) and the oldest resumes it.
       co_await magpie::fork(oldest, [&]() -> coro<int> {
         oldest_thread = std::this_thread::get_id();
         oldest_started.store(true);
@@ -181,6 +182,42 @@ TEST_CASE("coroutine fork: a join on a thread outside the pool runs queued work 
   CHECK(root_thread == here);
   CHECK(child_saw_grandchild.load());
   CHECK(grandchild_thread == here);
+}
+
+TEST_CASE("coroutine fork: a join outside the pool runs nothing but its own subtree beneath the parent's body") {
+  no_leaks leaks;
+  scheduler_options one_worker;
+  one_worker.workers = 1;
+  one_worker.background_workers = 0;
+  scheduler pool(one_worker);
+  std::atomic<bool> root_started{false};
+  std::atomic<bool> child_started{false};
+  std::atomic<bool> root_joining{false};
+  std::atomic<bool> waiter_saw_event{false};
+  task_event ready("ready", pool);
+  task<> waiter;
+  task<> blocker = pool.launch("blocker", [&] { CHECK(bounded_wait_for(root_started)); });
+  task<int> root = pool.launch("root", [&]() -> coro<int> {
+    root_started.store(true);
+    int child = 0;
+    co_await magpie::fork(child, [&]() -> coro<int> {
+      child_started.store(true);
+      if (bounded_wait_for(root_joining)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      co_return 1;
+    }());
+    CHECK(bounded_wait_for(child_started));
+    // Queued beside the join, and waiting for what the root does after it: run beneath the
+    // root's body, it would wait for itself.
+    waiter = magpie::launch("waiter", [&] { waiter_saw_event.store(ready.wait(std::chrono::seconds(2))); });
+    root_joining.store(true);
+    co_await magpie::join();
+    ready.trigger();
+    co_return child;
+  });
+  CHECK(root.get_result() == 1);
+  blocker.wait();
+  waiter.wait();
+  CHECK(waiter_saw_event.load());
 }
 
 TEST_CASE("coroutine fork: without workers the awaiting thread runs every child") {

@@ -104,6 +104,9 @@ struct fork_state {
   std::atomic<std::int32_t> pending{0};
   std::atomic<bool> failed{false};  // a child threw: the first claims `failure` by this flag
   std::exception_ptr failure;
+  // The last worker that started one of its children away from this coroutine's thread, or
+  // nullptr: its deque holds that child's own forks, which a join outside the pool may take.
+  std::atomic<void*> thief{nullptr};
   // home is the scheduler whose workers may steal this coroutine's children (nullptr: not
   // looked up yet, or none: the children then run when forked). run_forks_now: its
   // scheduler has no workers, so a fork runs the child at once, as call does.

@@ -56,39 +56,63 @@ bool wait_for_children(coro_promise_base& parent, bool at_return) {
   return false;
 }
 
-// helps_while_joining says whether a join on this thread runs other queued work while its
-// children finish elsewhere, instead of suspending at once. A worker suspends: its loop
+// helps_while_joining says whether a join on this thread works on its children's subtrees
+// while they finish elsewhere, instead of suspending at once. A worker suspends: its loop
 // takes the next work. So does an attached named thread, whose waits keep to its own
-// queues. Any other thread (a plain `main` that ran the root task its wait took back) has
-// nothing to go back to but that wait, which runs no other work: the coroutine's tree would
-// then run on the workers alone while this thread sleeps.
+// queues. Any other thread (a plain `main` that ran the root task its wait took back, or a
+// thread running it as a guest of this scheduler) has nothing to go back to but that wait,
+// which runs no other work: the coroutine's tree would then run on the workers alone while
+// this thread sleeps.
 bool helps_while_joining() noexcept {
   const thread_context& context = this_thread_context();
   return !context.pool_thread && context.named < 0;
 }
 
-// help_until_joined runs queued work of `parent`'s scheduler on this thread, as a
-// task_group's joiner does, until the parent's unjoined children have finished: true then,
-// with the join done (the parent goes on, never suspended). False when it found no work to
-// take for a while, or this thread nests as deep as joiners go: the join then suspends as
-// usual, the children that finished meanwhile already counted in `pending`. Until the join
-// adds its count, `pending` only goes down from zero, so no child finishing meanwhile
-// resumes the parent.
+// descends_from says whether a work item is a forked child of `ancestor`, or of one of its
+// descendants. Each coroutine on the way up waits for the child below it, so none is gone;
+// their parents were set before the children were queued.
+bool descends_from(const work_item* item, const coro_promise_base& ancestor) noexcept {
+  if (item->name != fork_child_name) return false;
+  for (const coro_promise_base* up = static_cast<const fork_item*>(item)->child->forks.parent; up != nullptr;
+       up = up->forks.parent) {
+    if (up == &ancestor) return true;
+  }
+  return false;
+}
+
+// help_until_joined runs, on this thread, forks of `parent`'s own subtree that wait on the
+// deque of the worker that took one of its children (leapfrogging), until the parent's
+// unjoined children have finished: true then, with the join done (the parent goes on, never
+// suspended). Nothing else is run here: under the parent's body, other work could wait for
+// what the body does after the join. False when nothing of the subtree turns up for a
+// while, when this thread nests as deep as joiners go, or when the take was another's work
+// (handed back to the scheduler): the join then suspends as usual, the children that
+// finished meanwhile already counted in `pending`. Until the join adds its count, `pending`
+// only goes down from zero, so no child finishing meanwhile resumes the parent.
 bool help_until_joined(coro_promise_base& parent) noexcept {
   if (forkjoin_tls.foreign_depth >= max_foreign_depth) return false;
   fork_state& forks = parent.forks;
   scheduler::impl* home = owner_of(parent.owner);
   const auto finished_all = -static_cast<std::int32_t>(forks.unjoined);
+  // Held runs of a wait_all beneath go back on the deque, where workers can take them: a
+  // child may wait for one of them.
+  spill_held_runs();
   int idle_checks = 0;
   // acquire: pairs with each child's release in finish_forked (its result, its exception)
   while (forks.pending.load(std::memory_order_acquire) != finished_all) {
-    spill_held_runs();  // a wait_all's runs this thread holds aside go back where others can take them
-    if (work_item* item = home->find_work_as_helper()) {
-      ++forkjoin_tls.foreign_depth;
-      home->execute(item, nullptr);
-      --forkjoin_tls.foreign_depth;
-      idle_checks = 0;
-      continue;
+    // relaxed: see run_forked_child
+    if (auto* thief = static_cast<worker*>(forks.thief.load(std::memory_order_relaxed))) {
+      if (auto taken = thief->deque.steal()) {
+        if (!descends_from(*taken, parent)) {
+          home->schedule(*taken, priority::normal);
+          return false;
+        }
+        ++forkjoin_tls.foreign_depth;
+        home->execute(*taken, nullptr);
+        --forkjoin_tls.foreign_depth;
+        idle_checks = 0;
+        continue;
+      }
     }
     if (++idle_checks == join_spin_checks) return false;
     for (int pause = 0; pause < 16; ++pause) cpu_relax();
@@ -115,6 +139,12 @@ bool run_forked_child(work_item* item, work_action action) noexcept {
     child.forks.finished_inline = nullptr;
     finish_forked(child).resume();
     return true;
+  }
+  const thread_context& context = this_thread_context();
+  if (context.self != nullptr && context.owner == owner_of(child.owner) && !context.self->standby) {
+    // relaxed: a worker made with the scheduler, before any coroutine of it ran; the join
+    // that reads it takes only what that worker's deque publishes by its own atomics
+    child.forks.parent->forks.thief.store(context.self, std::memory_order_relaxed);
   }
   token_for_segment scope(child.token);
   frame_cache_scope frames;
