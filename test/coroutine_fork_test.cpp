@@ -51,6 +51,15 @@ bool bounded_wait_for(const std::atomic<bool>& flag) {
   return true;
 }
 
+// one_worker_only is a scheduler of one worker and no background worker: what a stolen child
+// leaves on that worker's deque, nothing else takes.
+scheduler_options one_worker_only() {
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;
+  return options;
+}
+
 // live_blocks_settle_at_most waits (at most 10 s) until the task pool's live blocks are at
 // most `count`; false if they never were.
 bool live_blocks_settle_at_most(std::int64_t count) {
@@ -140,12 +149,9 @@ TEST_CASE("coroutine fork: a stolen child runs on another thread and the last to
   }
 }
 
-TEST_CASE("coroutine fork: a join on a thread outside the pool runs queued work while its children finish elsewhere") {
+TEST_CASE("coroutine fork: a join on a thread outside the pool runs its subtree's forks while its children finish elsewhere") {
   no_leaks leaks;
-  scheduler_options one_worker;
-  one_worker.workers = 1;
-  one_worker.background_workers = 0;
-  scheduler pool(one_worker);
+  scheduler pool(one_worker_only());
   const std::thread::id here = std::this_thread::get_id();
   std::atomic<bool> root_started{false};
   std::atomic<bool> child_started{false};
@@ -186,10 +192,7 @@ TEST_CASE("coroutine fork: a join on a thread outside the pool runs queued work 
 
 TEST_CASE("coroutine fork: a join outside the pool runs nothing but its own subtree beneath the parent's body") {
   no_leaks leaks;
-  scheduler_options one_worker;
-  one_worker.workers = 1;
-  one_worker.background_workers = 0;
-  scheduler pool(one_worker);
+  scheduler pool(one_worker_only());
   std::atomic<bool> root_started{false};
   std::atomic<bool> child_started{false};
   std::atomic<bool> root_joining{false};
