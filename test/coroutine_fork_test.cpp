@@ -223,6 +223,41 @@ TEST_CASE("coroutine fork: a join outside the pool runs nothing but its own subt
   CHECK(waiter_saw_event.load());
 }
 
+TEST_CASE("coroutine fork: others' work that a join outside the pool takes from its thief's deque goes back unrun") {
+  no_leaks leaks;
+  scheduler pool(one_worker_only());
+  const std::thread::id here = std::this_thread::get_id();
+  std::atomic<bool> root_started{false};
+  std::atomic<bool> child_launched{false};
+  std::atomic<bool> root_joining{false};
+  std::atomic<bool> root_joined{false};
+  std::atomic<bool> other_ran_in_join{false};
+  task<> other;
+  task<> blocker = pool.launch("blocker", [&] { CHECK(bounded_wait_for(root_started)); });
+  task<int> root = pool.launch("root", [&]() -> coro<int> {
+    root_started.store(true);
+    int child = 0;
+    co_await magpie::fork(child, [&]() -> coro<int> {
+      // A task, not a fork of the root's subtree, on top of this worker's deque.
+      other = magpie::launch("other", [&] {
+        other_ran_in_join.store(std::this_thread::get_id() == here && !root_joined.load());
+      });
+      child_launched.store(true);
+      if (bounded_wait_for(root_joining)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      co_return 1;
+    }());
+    CHECK(bounded_wait_for(child_launched));
+    root_joining.store(true);
+    co_await magpie::join();
+    root_joined.store(true);
+    co_return child;
+  });
+  CHECK(root.get_result() == 1);
+  blocker.wait();
+  other.wait();  // may take `other` back and run it here, after the root
+  CHECK_FALSE(other_ran_in_join.load());
+}
+
 TEST_CASE("coroutine fork: without workers the awaiting thread runs every child") {
   no_leaks leaks;
   scheduler pool(test::options_with(0));

@@ -86,7 +86,7 @@ bool descends_from(const work_item* item, const coro_promise_base& ancestor) noe
 // suspended). Nothing else is run here: under the parent's body, other work could wait for
 // what the body does after the join. False when nothing of the subtree turns up for a
 // while, when this thread nests as deep as joiners go, or when the take was another's work
-// (handed back to the scheduler): the join then suspends as usual, the children that
+// (handed to the scheduler's shared queue): the join then suspends as usual, the children that
 // finished meanwhile already counted in `pending`. Until the join adds its count, `pending`
 // only goes down from zero, so no child finishing meanwhile resumes the parent.
 bool help_until_joined(coro_promise_base& parent) noexcept {
@@ -104,7 +104,7 @@ bool help_until_joined(coro_promise_base& parent) noexcept {
     if (auto* thief = static_cast<worker*>(forks.thief.load(std::memory_order_relaxed))) {
       if (auto taken = thief->deque.steal()) {
         if (!descends_from(*taken, parent)) {
-          home->schedule(*taken, priority::normal);
+          home->schedule_shared(*taken, priority::normal);
           return false;
         }
         ++forkjoin_tls.foreign_depth;

@@ -145,6 +145,15 @@ void scheduler::impl::schedule(work_item* item, priority p) {
   wake_for(p);
 }
 
+void scheduler::impl::schedule_shared(work_item* item, priority p) {
+  if (!accepts_from_this_thread()) {
+    detail::discard_late_work(item, "launched from outside");
+    return;
+  }
+  injection[index_of(p)].push(item);
+  wake_for(p);
+}
+
 void scheduler::impl::wake_for(priority p) {
   // A pool without threads has nobody to wake: skip its fence.
   bool background_pool = workers.size() > foreground_count;

@@ -317,6 +317,10 @@ struct scheduler::impl {
   void shutdown();
 
   void schedule(work_item* item, priority p);
+  // schedule_shared is schedule() onto the shared queue of `p`, never the calling thread's
+  // own deque: for work the thread took but must not run, which would otherwise lie on top
+  // of the work its joins take back.
+  void schedule_shared(work_item* item, priority p);
   void wake_for(priority p);
   // wake_kind wakes a parked worker of the kind whose wake-ups `wake` carries, unless one
   // of that kind is searching. `after_atomic`: the caller's last atomic operation was a
