@@ -219,6 +219,10 @@ TEST_CASE("async: exceptions are kept: get rethrows, next passes them down, then
     });
     dropped.wait();
   }
+  // The report comes as the task is freed, by whoever drops its last reference: the handle
+  // above, or the worker that ran it, which may let go only after the wait returned.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (recorder.count() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
   CHECK(recorder.count() == 1);
   CHECK(recorder.reports()[0].kind == diagnostic_kind::unhandled_exception);
 }
