@@ -230,9 +230,14 @@ TEST_CASE("scheduler: a high-priority job starts before normal jobs queued earli
   // waiting and the watchdog would name this test. With one worker, the order is exact.
   for (unsigned workers : {1u, 2u, 4u}) {
     CAPTURE(workers);
-    scheduler pool(pool_of(workers));
+    // Declared before the pool: a blocker may still be reading `release` when the last job
+    // is counted, and the pool's end waits for it.
     std::atomic<bool> release{false};
     std::atomic<unsigned> blockers_running{0};
+    std::atomic<bool> high_ran{false};
+    std::atomic<int> normal_before_high{0};
+    std::atomic<int> done{0};
+    scheduler pool(pool_of(workers));
     for (unsigned i = 0; i < workers; ++i) {
       launch(pool, [&] {
         blockers_running.fetch_add(1, std::memory_order_release);  // release: pairs with the test's acquire
@@ -240,9 +245,6 @@ TEST_CASE("scheduler: a high-priority job starts before normal jobs queued earli
       });
     }
     wait_until([&] { return blockers_running.load(std::memory_order_acquire) == workers; });  // acquire: as above
-    std::atomic<bool> high_ran{false};
-    std::atomic<int> normal_before_high{0};
-    std::atomic<int> done{0};
     constexpr int normal_jobs = 50;
     for (int i = 0; i < normal_jobs; ++i) {
       launch(pool, [&] {

@@ -230,15 +230,16 @@ TEST_CASE("task stress: shutdown with work in flight runs every launched task" *
       no_leaks leaks;
       std::atomic<int> ran{0};
       {
-        scheduler pool(test::options_with(workers));
         // Each task launches two more until a depth: the tree keeps growing while the
         // scheduler shuts down; shutdown lets running tasks launch children and runs them.
+        // `grow` is declared before the scheduler, whose end runs the last of them.
         std::function<void(int)> grow = [&](int depth) {
           ran.fetch_add(1);
           if (depth == 0) return;
           magpie::launch("grow", [&grow, depth] { grow(depth - 1); });
           magpie::launch("grow", [&grow, depth] { grow(depth - 1); });
         };
+        scheduler pool(test::options_with(workers));
         for (int i = 0; i < 8; ++i) pool.launch("root", [&grow] { grow(9); });
       }  // shutdown
       CHECK(ran.load() == 8 * ((1 << 10) - 1));

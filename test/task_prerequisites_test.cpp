@@ -62,9 +62,9 @@ TEST_CASE("task_prerequisites: prerequisites from a range that makes its handles
     scheduler pool(test::options_with(workers));
     for (int round = 0; round < 200; ++round) {
       std::atomic<int> finished{0};
-      auto launched = std::views::iota(0, 16) | std::views::transform([&](int) {
-                        return pool.launch("made while read", [&finished] { finished.fetch_add(1); });
-                      });
+      test::made_while_read launched(16, [&](std::size_t) {
+        return pool.launch("made while read", [&finished] { finished.fetch_add(1); });
+      });
       int seen = -1;
       pool.launch("after", [&] { seen = finished.load(); }, launched).wait();
       CHECK(seen == 16);

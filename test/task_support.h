@@ -8,8 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 namespace magpie::test {
 
@@ -86,6 +90,57 @@ template <class Body>
 auto inside(scheduler& pool, Body body) {
   return std::move(pool.launch("test driver", std::move(body)).get_result());
 }
+
+// made_while_read is a bidirectional range of `count` elements, each made by make(index)
+// as it is read (a prvalue on every dereference), as std::views::transform's are: it stands
+// for the ranges of handles computed on the fly that prerequisites and waits accept. It is
+// written out because clang 14 cannot instantiate libstdc++ 12's views.
+template <class Make>
+class made_while_read {
+ public:
+  made_while_read(std::size_t count, Make make) : count_(count), make_(std::move(make)) {}
+
+  class iterator {
+   public:
+    using iterator_concept = std::bidirectional_iterator_tag;
+    using value_type = std::invoke_result_t<const Make&, std::size_t>;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    iterator(const made_while_read* range, std::size_t index) : range_(range), index_(index) {}
+    value_type operator*() const { return range_->make_(index_); }
+    iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator before = *this;
+      ++index_;
+      return before;
+    }
+    iterator& operator--() {
+      --index_;
+      return *this;
+    }
+    iterator operator--(int) {
+      iterator before = *this;
+      --index_;
+      return before;
+    }
+    bool operator==(const iterator& other) const { return index_ == other.index_; }
+
+   private:
+    const made_while_read* range_ = nullptr;
+    std::size_t index_ = 0;
+  };
+
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, count_}; }
+
+ private:
+  std::size_t count_;
+  Make make_;
+};
 
 // group_fib is fib(n) by fork-join: each call spawns fib(n - 1) into a task_group on the
 // calling thread's scheduler and computes fib(n - 2) itself.

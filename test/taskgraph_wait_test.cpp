@@ -256,7 +256,10 @@ TEST_CASE("taskgraph: after a game-thread wait, process_thread_until_idle counts
 // and runs its queue.
 TEST_CASE("taskgraph: a wait for work bound to a named thread nobody attached is reported at once") {
   for (unsigned workers : test::worker_counts) {
-    for (auto [batch, named_waiter] : {std::pair{false, true}, {true, true}, {false, false}, {true, false}}) {
+    for (auto [batch_wait, named] : {std::pair{false, true}, {true, true}, {false, false}, {true, false}}) {
+      // Named copies: the waiter captures them, and clang before 16 cannot capture a binding.
+      const bool batch = batch_wait;
+      const bool named_waiter = named;
       CAPTURE(workers);
       CAPTURE(batch);
       CAPTURE(named_waiter);

@@ -52,7 +52,10 @@ TEST_CASE("tick_manager: every group's ticks run in that group, groups in frame 
   }
   CHECK(manager.registered_count() == ticks.size());
   manager.start_frame(0.5f);
-  for (auto [group, block] : frame_groups) {
+  for (const auto& [group_in_frame, blocks] : frame_groups) {
+    // Named copies: the checks below capture them, and clang before 16 cannot capture a binding.
+    const ticking_group group = group_in_frame;
+    const bool block = blocks;
     manager.run_tick_group(group, block);
     if (block) {  // a blocking group returns after its ticks completed
       auto& tick = *ticks[static_cast<std::size_t>(group)];

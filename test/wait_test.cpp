@@ -112,7 +112,8 @@ TEST_CASE("wait: wait_all over a range that makes its handles as it is read wait
       for (int i = 0; i < 8; ++i) {
         jobs.push_back({pool.launch("sleeper", [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); })});
       }
-      auto handles = jobs | std::views::transform([](const job& each) { return each.handle; });
+      test::made_while_read handles(jobs.size(), [&jobs](std::size_t index) { return jobs[index].handle; });
+      static_assert(std::ranges::bidirectional_range<const decltype(handles)&>);
       if (round % 2 == 0) {
         CHECK(wait_all(handles));
       } else {

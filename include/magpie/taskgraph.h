@@ -60,13 +60,25 @@ const char* debug_name(const T& object) {
   }
 }
 
+// make_object builds T from the arguments: by a constructor, or, for an aggregate, from its
+// members in order. Clang before 16 lacks parenthesized aggregate initialization, so an
+// aggregate is built with braces; the result is a prvalue, constructed in its final place.
+template <class T, class... A>
+T make_object(A&&... args) {
+  if constexpr (std::is_constructible_v<T, A&&...>) {
+    return T(std::forward<A>(args)...);
+  } else {
+    return T{std::forward<A>(args)...};
+  }
+}
+
 // object_slot holds a graph task's T: in the task's body when T can move there, else on the
 // heap (Unreal constructs T in place, so T need not be movable).
 template <class T, bool in_place = std::is_move_constructible_v<T>>
 class object_slot {
  public:
   template <class... A>
-  explicit object_slot(std::in_place_t, A&&... args) : object_(std::forward<A>(args)...) {}
+  explicit object_slot(std::in_place_t, A&&... args) : object_(make_object<T>(std::forward<A>(args)...)) {}
   T& get() noexcept { return object_; }
 
  private:
@@ -76,7 +88,8 @@ template <class T>
 class object_slot<T, false> {
  public:
   template <class... A>
-  explicit object_slot(std::in_place_t, A&&... args) : object_(std::make_unique<T>(std::forward<A>(args)...)) {}
+  explicit object_slot(std::in_place_t, A&&... args)
+      : object_(new T(make_object<T>(std::forward<A>(args)...))) {}
   T& get() noexcept { return *object_; }
 
  private:

@@ -123,11 +123,19 @@ heap* adopt_or_create() {
   return fresh;
 }
 
+void park(heap& unowned) noexcept {
+  lock_parked();
+  unowned.next_parked = parked_heaps;
+  parked_heaps = &unowned;
+  unlock_parked();
+}
+
 std::size_t trim(heap& owner) noexcept;
 
-// thread_heap owns the calling thread's heap, parked again when the thread exits. The fast
-// paths read the heap from primitives_tls.pool_heap instead: a plain pointer, without the
-// guard of a thread_local that has a destructor.
+// thread_heap owns the calling thread's heap, parked again when the thread exits. Every
+// path reads the heap from primitives_tls.pool_heap instead: a plain pointer, without the
+// guard of a thread_local that has a destructor, and still readable once this object is
+// destroyed (a compiler may drop the stores of a destructor to its own members).
 struct thread_heap {
   heap* mine = nullptr;
   heap& get() {
@@ -139,13 +147,11 @@ struct thread_heap {
   }
   ~thread_heap() {
     if (mine == nullptr) return;
-    primitives_tls.pool_heap = nullptr;  // later frees on this thread take the "elsewhere" path
+    // Later frees on this thread take the "elsewhere" path; later allocations borrow a heap.
+    primitives_tls.pool_heap = nullptr;
+    primitives_tls.pool_heap_parked = true;
     trim(*mine);  // a parked heap keeps only slabs that still hold live blocks
-    lock_parked();
-    mine->next_parked = parked_heaps;
-    parked_heaps = mine;
-    unlock_parked();
-    mine = nullptr;
+    park(*mine);
   }
 };
 
@@ -278,17 +284,30 @@ namespace {
 // allocate_slowly is allocate() when the fast path cannot serve: a large block, a thread
 // without a heap yet, an empty free stack. Out of line, so that allocate's fast path saves
 // no registers and makes no call.
-[[gnu::noinline]] void* allocate_slowly(std::size_t size) {
-  if (size > largest_pooled) return ::operator new(size, std::align_val_t{64});
-  std::size_t index = class_of(size);
-  heap& mine = this_thread_heap.get();
-  free_stack& stack = mine.free_stacks[index];
+// pop_block takes a block of class `index` from the owner's free stack, refilled if empty.
+void* pop_block(heap& owner, std::size_t index) {
+  free_stack& stack = owner.free_stacks[index];
   std::size_t left = stack.size.load(std::memory_order_relaxed);  // relaxed: the owner's own count
-  if (left == 0) left = refill(mine, index);
+  if (left == 0) left = refill(owner, index);
   void* block = stack.blocks[--left];
   stack.size.store(left, std::memory_order_relaxed);  // relaxed: as counter_add
   MAGPIE_UNPOISON(block, class_sizes[index]);
   return block;
+}
+
+[[gnu::noinline]] void* allocate_slowly(std::size_t size) {
+  if (size > largest_pooled) return ::operator new(size, std::align_val_t{64});
+  std::size_t index = class_of(size);
+  if (primitives_tls.pool_heap_parked) {
+    // The thread is exiting and its heap is parked, free for another thread to adopt: borrow
+    // a heap for this one block and park it again, so that no heap stays with a thread
+    // that is gone.
+    heap* borrowed = adopt_or_create();
+    void* block = pop_block(*borrowed, index);
+    park(*borrowed);
+    return block;
+  }
+  return pop_block(this_thread_heap.get(), index);
 }
 
 // deallocate_elsewhere is deallocate() of a large block or of another heap's block (or on a
@@ -384,12 +403,12 @@ std::int64_t live_blocks() noexcept {
 namespace magpie {
 
 std::size_t trim_task_memory() noexcept {
-  detail::task_pool::heap* mine = detail::task_pool::this_thread_heap.mine;
+  detail::task_pool::heap* mine = detail::primitives_tls.pool_heap;
   return mine != nullptr ? detail::task_pool::trim(*mine) : 0;
 }
 
 std::size_t task_memory_held() noexcept {
-  detail::task_pool::heap* mine = detail::task_pool::this_thread_heap.mine;
+  detail::task_pool::heap* mine = detail::primitives_tls.pool_heap;
   return mine != nullptr ? mine->slabs * detail::task_pool::slab_size : 0;
 }
 

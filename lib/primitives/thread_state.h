@@ -34,6 +34,9 @@ struct primitives_thread_state {
   // The task pool's heap of this thread once it has one, null before and after
   // (task_pool.cpp): frees on this thread then take the path for another thread's block.
   task_pool::heap* pool_heap = nullptr;
+  // Set as the thread's heap is parked at exit. A thread_local destroyed after that may
+  // still allocate: it borrows a heap for that block and parks it again.
+  bool pool_heap_parked = false;
 
   chaos_decisions chaos;
 };
