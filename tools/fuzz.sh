@@ -28,7 +28,9 @@ if [ ! -f "$dir/build.ninja" ]; then
     -Dcpp_args=-fno-sanitize-recover=all -Dfuzz=enabled -Dtests=false -Dbench=false \
     -Dexamples=false -Dmodels=disabled >/dev/null
 fi
-nice -n 19 meson compile -C "$dir" >/dev/null
+# Only the fuzzers: a build that also holds the tests (tools/test.sh's asan build) builds
+# those in its own stage.
+nice -n 19 meson compile -C "$dir" "${targets[@]}" >/dev/null
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1 abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1 print_stacktrace=1}

@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # Checks the layering (tools/check_layers.py) and that the CMake build lists meson's sources
-# (tools/check_cmake_sources.py), then builds and runs every test: the plain build
-# (debugoptimized, asserts on, Relacy models included), ThreadSanitizer, AddressSanitizer +
-# UBSan (with clang, so that the suite is built by both compilers), and release (what users
-# install, with its tests, examples and benchmarks); then installs the release build
-# and builds a first program through every documented route (tools/install-check.sh:
-# find_package, pkg-config, meson subproject, CMake add_subdirectory and FetchContent); then
-# builds the API reference (tools/docs.sh), which fails on any Doxygen warning, compiles every
-# C++ block of the README and docs/ (tools/check_doc_snippets.py); then builds
-# the libFuzzer targets with clang (AddressSanitizer + UBSan) and runs each briefly
-# (tools/fuzz.sh). Every build here treats warnings as errors (-Dwerror=true).
-#   tools/test.sh                 all the builds, then chaos-short
-#   tools/test.sh plain           one of: plain tsan asan release docs fuzz
+# (tools/check_cmake_sources.py), then builds and runs the tests: the Relacy models and the
+# consumer checks in the plain build (debugoptimized, asserts on); every suite under
+# ThreadSanitizer (GCC; its stress suites under a chaos seed), under AddressSanitizer + UBSan
+# (clang, so that the suite is built by both compilers) and in release (what users install,
+# with its examples and benchmarks); then installs the release build and builds a first
+# program through every documented route (tools/install-check.sh: find_package, pkg-config,
+# meson subproject, CMake add_subdirectory and FetchContent); then builds the API reference
+# (tools/docs.sh), which fails on any Doxygen warning, and compiles every C++ block of the
+# README and docs/ (tools/check_doc_snippets.py); then runs each libFuzzer target briefly
+# (tools/fuzz.sh, built in the asan build). Every build treats warnings as errors.
+#   tools/test.sh                 models tsan asan release docs fuzz
+#   tools/test.sh plain           one of: models plain tsan asan release docs fuzz
 #   tools/test.sh chaos           the stress suites of the plain and TSan builds under chaos
 #                                 mode, once per seed of MAGPIE_CHAOS_SEEDS (default 4 seeds)
 #   MAGPIE_FUZZ_SECONDS=60 tools/test.sh fuzz    run each fuzzer longer (default 25 s)
 #   MAGPIE_STRESS_REPEAT=20 tools/test.sh tsan    repeat the stress cases
-# The default run ends with chaos-short: the TSan stress suites under one seed taken from
-# the commit, so each CI run tries another schedule, and the log says how to replay it.
+# The TSan build runs its stress suites under chaos mode with one seed taken from the
+# commit, so each CI run tries another schedule, and the log says how to replay it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The clients and the compat layer include only public headers: checked first.
@@ -27,7 +27,10 @@ python3 tools/check_cmake_sources.py
 tools/install-deps.sh test
 
 builds=("$@")
-[ ${#builds[@]} -eq 0 ] && builds=(plain tsan asan release docs fuzz chaos-short)
+# The default run builds the plain configuration only for what no other build checks (the
+# Relacy models and the consumer checks): every suite runs under both sanitizers and in
+# release. `tools/test.sh plain` runs the whole suite there too.
+[ ${#builds[@]} -eq 0 ] && builds=(models tsan asan release docs fuzz)
 
 configure() {  # configure <dir> <gcc|clang> <meson options...>
   local dir=$1 compiler=$2; shift 2
@@ -76,10 +79,10 @@ configure_build() {  # configure_build <build>: set up build/test-<build>
     tsan) configure "$dir" gcc -Dwerror=true --buildtype=debugoptimized -Db_sanitize=thread \
             -Dmodels=disabled -Dbench=false -Dcpp_args=-g1 ;;
     # Clang, at -O1: the second compiler of the test suite, and less than half GCC's time
-    # to build with AddressSanitizer and UBSan.
+    # to build with AddressSanitizer and UBSan. The fuzzers build here too (stage fuzz).
     asan) configure "$dir" clang -Dwerror=true --buildtype=debugoptimized -Doptimization=1 \
             -Db_sanitize=address,undefined "-Dcpp_args=['-g1', '-fno-sanitize-recover=all']" \
-            -Dmodels=disabled -Dbench=false ;;
+            -Dmodels=disabled -Dbench=false -Dfuzz=enabled ;;
     # What `meson install` gives users (-O3, NDEBUG, debug checks and chaos points compiled
     # out), with its tests, examples and benchmarks: other warnings show at -O3.
     release) configure "$dir" gcc -Dwerror=true --buildtype=release -Db_sanitize=none \
@@ -107,11 +110,27 @@ run_chaos() {
   done
 }
 
+# commit_seed is a chaos seed from the commit: another schedule each CI run, the same one on
+# a rerun.
+commit_seed() {
+  local commit
+  commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
+  echo "$((16#$commit))"
+}
+
 status=0
 for build in "${builds[@]}"; do
   dir=build/test-$build
   case $build in
     plain|tsan|asan|release) configure_build "$build" ;;
+    models)
+      configure_build plain
+      echo "=== models: the Relacy models and the consumer checks (build/test-plain)"
+      # meson test builds only what the chosen suites run.
+      meson test -C build/test-plain --print-errorlogs --num-processes 2 --suite model \
+        --suite consumer_flags || status=1
+      count_results build/test-plain
+      continue ;;
     docs)
       echo "=== docs: the API reference (tools/docs.sh), warnings are errors"
       if tools/docs.sh >/dev/null; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
@@ -132,6 +151,9 @@ for build in "${builds[@]}"; do
       # Each fuzzer for a short time (a pass each), then the fuzzers replay the seed corpora
       # and kept crash inputs once (suite fuzz_replay).
       # MAGPIE_FUZZ_TARGETS picks some of them.
+      # They are built in the asan build, beside the suite they share its instrumentation with.
+      configure_build asan
+      dir=build/test-asan
       read -r -a fuzz_targets <<< "${MAGPIE_FUZZ_TARGETS:-timer_fuzz task_graph_fuzz tick_fuzz}"
       echo "=== fuzz: build and run ${fuzz_targets[*]} for ${MAGPIE_FUZZ_SECONDS:-25} s each"
       for target in "${fuzz_targets[@]}"; do
@@ -141,7 +163,7 @@ for build in "${builds[@]}"; do
           failed=$((failed + 1)); status=1
         fi
       done
-      meson test -C "$dir" --print-errorlogs --num-processes 2 --suite fuzz_replay || status=1
+      meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite fuzz_replay || status=1
       count_results "$dir"
       continue ;;
     chaos)
@@ -150,19 +172,21 @@ for build in "${builds[@]}"; do
       run_chaos tsan "${seeds[@]}"
       continue ;;
     chaos-short)
-      # A seed from the commit: another schedule each CI run, the same one on a rerun.
-      commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
-      run_chaos tsan "$((16#$commit))"
+      run_chaos tsan "$(commit_seed)"
       continue ;;
-    *) echo "unknown build '$build' (plain, tsan, asan, release, docs, fuzz, chaos, chaos-short)" >&2; exit 2 ;;
+    *) echo "unknown build '$build' (models, plain, tsan, asan, release, docs, fuzz, chaos, chaos-short)" >&2; exit 2 ;;
   esac
   echo "=== $build: build"
   meson compile -C "$dir"
   echo "=== $build: test"
+  # TSan runs its stress suites under chaos mode (below), the other builds as they are.
+  no_stress=()
+  [ "$build" = tsan ] && no_stress=(--no-suite stress)
   # Repeated stress cases run that many times longer: so may meson's time-outs.
-  meson test -C "$dir" --print-errorlogs --num-processes 2 \
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "${no_stress[@]}" \
     --timeout-multiplier "${MAGPIE_STRESS_REPEAT:-1}" || status=1
   count_results "$dir"
+  [ "$build" = tsan ] && run_chaos tsan "$(commit_seed)"
 
   if [ "$build" = release ]; then
     echo "=== release: install, and build a first program through every documented route"
