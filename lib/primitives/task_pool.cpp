@@ -132,10 +132,11 @@ void park(heap& unowned) noexcept {
 
 std::size_t trim(heap& owner) noexcept;
 
-// thread_heap owns the calling thread's heap, parked again when the thread exits. Every
-// path reads the heap from primitives_tls.pool_heap instead: a plain pointer, without the
-// guard of a thread_local that has a destructor, and still readable once this object is
-// destroyed (a compiler may drop the stores of a destructor to its own members).
+// thread_heap owns the calling thread's heap, parked again when the thread exits. Only
+// allocate_slowly's first allocation of a thread reads it; every other path reads
+// primitives_tls, a plain pointer without the guard of a thread_local that has a destructor,
+// whose fields stay readable once this object is destroyed (a compiler may drop the stores
+// of a destructor to its own members).
 struct thread_heap {
   heap* mine = nullptr;
   heap& get() {
@@ -146,10 +147,11 @@ struct thread_heap {
     return *mine;
   }
   ~thread_heap() {
-    if (mine == nullptr) return;
-    // Later frees on this thread take the "elsewhere" path; later allocations borrow a heap.
+    // Later frees on this thread take the "elsewhere" path; later allocations borrow a heap
+    // (also when get() found no heap: this object is gone either way).
     primitives_tls.pool_heap = nullptr;
     primitives_tls.pool_heap_parked = true;
+    if (mine == nullptr) return;
     trim(*mine);  // a parked heap keeps only slabs that still hold live blocks
     park(*mine);
   }
@@ -281,9 +283,6 @@ std::size_t trim(heap& owner) noexcept {
 
 namespace {
 
-// allocate_slowly is allocate() when the fast path cannot serve: a large block, a thread
-// without a heap yet, an empty free stack. Out of line, so that allocate's fast path saves
-// no registers and makes no call.
 // pop_block takes a block of class `index` from the owner's free stack, refilled if empty.
 void* pop_block(heap& owner, std::size_t index) {
   free_stack& stack = owner.free_stacks[index];
@@ -295,17 +294,21 @@ void* pop_block(heap& owner, std::size_t index) {
   return block;
 }
 
+// allocate_slowly is allocate() when the fast path cannot serve: a large block, a thread
+// without a heap yet, an empty free stack. Out of line, so that allocate's fast path saves
+// no registers and makes no call.
 [[gnu::noinline]] void* allocate_slowly(std::size_t size) {
   if (size > largest_pooled) return ::operator new(size, std::align_val_t{64});
   std::size_t index = class_of(size);
   if (primitives_tls.pool_heap_parked) {
     // The thread is exiting and its heap is parked, free for another thread to adopt: borrow
-    // a heap for this one block and park it again, so that no heap stays with a thread
-    // that is gone.
-    heap* borrowed = adopt_or_create();
-    void* block = pop_block(*borrowed, index);
-    park(*borrowed);
-    return block;
+    // a heap for this one block and park it again (also when the refill runs out of
+    // memory), so that no heap stays with a thread that is gone.
+    struct borrowed_heap {
+      heap* borrowed = adopt_or_create();
+      ~borrowed_heap() { park(*borrowed); }
+    } lender;
+    return pop_block(*lender.borrowed, index);
   }
   return pop_block(this_thread_heap.get(), index);
 }

@@ -5,14 +5,16 @@
 // call, no destructor registration (the task pool's allocation and free paths read it).
 // What must happen at thread exit (the pool's heap parked for the next thread) is done by a
 // thread_local with a destructor that the cold path makes first (task_pool.cpp,
-// thread_heap); it clears its field, so that what runs on the thread after it (another
-// thread_local's destructor) takes the path for a thread that has none.
+// thread_heap); it clears pool_heap and sets pool_heap_parked, so that what runs on the
+// thread after it (another thread_local's destructor) frees as a thread without a heap and
+// allocates from a heap it borrows and parks again.
 //
 // Outside it: the counting build's per-thread table (counting.cpp), which exists only in
 // that build.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace magpie::detail {
 
@@ -43,5 +45,6 @@ struct primitives_thread_state {
 
 // primitives_tls is the calling thread's primitives_thread_state.
 extern constinit thread_local primitives_thread_state primitives_tls;
+static_assert(std::is_trivially_destructible_v<primitives_thread_state>, "read after this thread's destructors ran");
 
 }  // namespace magpie::detail
