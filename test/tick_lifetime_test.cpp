@@ -426,4 +426,47 @@ TEST_CASE("tick_lifetime: a tick destroyed by a unit run inside its own unit's t
   }
 }
 
+// A frame run by a thread_local's destructor, after the thread's other thread_locals (those
+// made by the thread's first frame among them) were destroyed: an engine object torn down at
+// thread exit that ticks once more. The frame may keep nothing of its own in them.
+TEST_CASE("tick_lifetime: a frame run from a thread_local's destructor at thread exit") {
+  scheduler pool(tick_pool());
+  event_log log;
+  std::atomic<int> frames_at_exit{0};
+  std::atomic<int> runs{0};
+  std::thread([&] {
+    struct last_frame_at_exit {
+      std::unique_ptr<tick_manager> manager;
+      std::vector<std::unique_ptr<logged_tick>> ticks;
+      std::atomic<int>* frames = nullptr;
+      std::atomic<int>* runs = nullptr;
+      ~last_frame_at_exit() {
+        run_frame(*manager, 1.f);
+        frames->fetch_add(1);
+        for (auto& tick : ticks) runs->fetch_add(tick->runs.load());
+        ticks.clear();
+        manager.reset();
+      }
+    };
+    // Made before the first frame, so destroyed after what that frame made.
+    thread_local last_frame_at_exit at_exit;
+    at_exit.frames = &frames_at_exit;
+    at_exit.runs = &runs;
+    at_exit.manager = std::make_unique<tick_manager>(pool);
+    for (int i = 0; i < 4; ++i) {
+      // An interval far below the frame's delta, and a tick that waits for it.
+      auto& every = *at_exit.ticks.emplace_back(std::make_unique<logged_tick>(numbered("every", i), log));
+      every.set_tick_interval(0.125f);
+      every.register_tick_function(*at_exit.manager);
+      auto& after = *at_exit.ticks.emplace_back(std::make_unique<logged_tick>(numbered("after", i), log));
+      after.add_prerequisite(every);
+      after.register_tick_function(*at_exit.manager);
+    }
+    run_frame(*at_exit.manager, 1.f);
+    run_frame(*at_exit.manager, 1.f);
+  }).join();
+  CHECK(frames_at_exit.load() == 1);
+  CHECK(runs.load() == 3 * 8);  // two frames on the thread and the last one, every tick each
+}
+
 }  // TEST_SUITE("tick_lifetime")

@@ -111,7 +111,7 @@ void tick_manager::state::mark_running(tick_slot& slot) {
 // take_due_cooldowns marks every interval tick whose remaining cooldown is strictly below
 // this frame's delta (expiry < end of frame) as running this frame.
 void tick_manager::state::take_due_cooldowns() {
-  static thread_local std::vector<tick_slot*> still_due;
+  std::vector<tick_slot*>& still_due = still_due_scratch;
   still_due.clear();
   while (!cooldown_heap.empty() && cooldown_heap.front().expiry < now) {
     tick_slot* slot = cooldown_heap.front().slot;
@@ -395,7 +395,7 @@ std::uint32_t tick_manager::state::add_frame_unit(tick_slot& slot) {
 // prerequisite cooling down this frame is ignored, so their groups may change frame by frame
 // while the rest of the schedule stands.
 void tick_manager::state::place_dynamic() {
-  static thread_local std::vector<tick_slot*> ticking;
+  std::vector<tick_slot*>& ticking = ticking_scratch;
   frame_open.fill(none);
   for (tick_slot* slot : dynamic_order) {
     if (slot->interval && slot->due_frame != frame) continue;

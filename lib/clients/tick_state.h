@@ -260,6 +260,10 @@ struct tick_manager::state {
   std::chrono::steady_clock::time_point frame_started;
   // Scratch lists kept between frames (no allocation per frame); handles by reference.
   std::vector<std::reference_wrapper<const task<>>> prerequisite_scratch;
+  // start_frame's scratch lists: members, not thread_locals, so that a frame run from a
+  // thread_local's destructor at thread exit finds them alive.
+  std::vector<ticks::tick_slot*> still_due_scratch;  // take_due_cooldowns
+  std::vector<ticks::tick_slot*> ticking_scratch;    // place_dynamic
   std::vector<std::uint32_t> due_scratch;
   std::vector<std::uint32_t> launched_scratch;
   std::vector<std::uint32_t> waits_scratch;
