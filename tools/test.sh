@@ -34,6 +34,12 @@ builds=("$@")
 
 configure() {  # configure <dir> <gcc|clang> <meson options...>
   local dir=$1 compiler=$2; shift 2
+  # A folder set up with these very options is left alone: meson configure rewrites
+  # config.h even when nothing changed, and every object would build again.
+  local options="$compiler $*"
+  if [ -f "$dir/build.ninja" ] && [ "$(cat "$dir/test-sh-options" 2>/dev/null)" = "$options" ]; then
+    return
+  fi
   if [ -f "$dir/build.ninja" ] && [ "$(meson introspect "$dir" --compilers |
        python3 -c 'import json, sys; print(json.load(sys.stdin)["host"]["cpp"]["id"])')" != "$compiler" ]; then
     rm -rf "$dir"  # meson cannot switch a folder's compiler
@@ -46,6 +52,7 @@ configure() {  # configure <dir> <gcc|clang> <meson options...>
     [ "$compiler" = clang ] && cxx=clang++
     CXX=$cxx meson setup "$dir" "$@" >/dev/null
   fi
+  echo "$options" > "$dir/test-sh-options"
 }
 
 passed=0
