@@ -223,6 +223,82 @@ TEST_CASE("scheduler stress: jobs launched one by one to idle workers each get a
   }
 }
 
+// One foreground and one background worker. Launches made while the foreground worker
+// searches leave their wake-ups to that search; a search that ends with work must wake the
+// background worker, as such a launch would have, or the second job waits while a worker
+// sleeps (here: for ever, as the first waits for it). Before the two jobs, the foreground
+// worker takes a first job and then searches for up to 10 ms.
+TEST_CASE("scheduler: a job left to the lone foreground worker's search wakes the background worker") {
+  scheduler_options options = pool_of(2, 1);
+  options.spin_for = std::chrono::milliseconds(10);  // the longest search: the launches below land in it
+  scheduler pool(options);
+  for (int round = 0; round < 10; ++round) {
+    CAPTURE(round);
+    wait_until_all_parked(pool);
+    std::atomic<bool> primed{false};
+    launch(pool, [&] { primed.store(true); });  // wakes the foreground worker, which then searches
+    wait_until([&] { return primed.load(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::atomic<int> running{0};
+    std::atomic<int> finished{0};
+    std::atomic<bool> given_up{false};
+    for (int i = 0; i < 2; ++i) {
+      launch(pool, [&] {
+        running.fetch_add(1);
+        wait_until([&] { return running.load() == 2 || given_up.load(); });
+        finished.fetch_add(1);
+      });
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    wait_until([&] { return running.load() == 2 || std::chrono::steady_clock::now() > deadline; });
+    bool both_at_once = running.load() == 2;
+    given_up.store(true);
+    wait_until([&] { return finished.load() == 2; });
+    CHECK(both_at_once);
+    if (!both_at_once) break;
+  }
+}
+
+// One foreground and one background worker. While the foreground worker blocks, a standby
+// worker stands in and, idle, parks as a foreground worker; once the block ends it is no
+// longer wanted but still parked there. The next launch's wake-up goes to it; it must pass
+// the wake-up on to the background worker, as the launch would have had it not been
+// parked, or the job waits while a worker sleeps (here: for ever, as the foreground
+// worker waits for it).
+TEST_CASE("scheduler: a standby worker that is no longer wanted passes a launch's wake-up to the background worker") {
+  scheduler pool(pool_of(2, 1));
+  wait_until_all_parked(pool);
+  std::atomic<bool> blocking{false};
+  std::atomic<bool> unblock{false};
+  std::atomic<bool> unblocked{false};
+  std::atomic<bool> second_ran{false};
+  std::atomic<bool> gave_up{false};
+  std::atomic<bool> first_done{false};
+  launch(pool, [&] {  // taken by the foreground worker, woken first
+    {
+      magpie::blocking_scope scope;  // a standby worker starts in its place
+      blocking.store(true);
+      wait_until([&] { return unblock.load(); });
+    }
+    unblocked.store(true);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    wait_until([&] { return second_ran.load() || std::chrono::steady_clock::now() > deadline; });
+    gave_up.store(!second_ran.load());
+    first_done.store(true);
+  });
+  wait_until([&] { return blocking.load(); });
+  // The background worker and the standby worker, idle, both parked.
+  wait_until([&] {
+    auto now = pool.counters();
+    return now.standby_workers == 1 && now.parked_workers == 2;
+  });
+  unblock.store(true);
+  wait_until([&] { return unblocked.load(); });
+  launch(pool, [&] { second_ran.store(true); });
+  wait_until([&] { return first_done.load(); });
+  CHECK_FALSE(gave_up.load());
+}
+
 TEST_CASE("scheduler: a high-priority job starts before normal jobs queued earlier") {
   // Every worker is held busy while 50 normal jobs and then one high job are queued. Each
   // normal job waits until the high job has run, so if any worker's first dequeue after

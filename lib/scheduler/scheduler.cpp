@@ -160,20 +160,28 @@ void scheduler::impl::wake_for(priority p) {
   if (is_background(p)) {
     if (background_pool) wake_kind(background_wake, worker_kind::background);
   } else if (foreground_count > 0 && background_pool) {
-    // Background workers run foreground work too: when no foreground worker is parked
-    // without a wake-up coming, and none is searching, a parked background worker takes it.
-    // The fence is wake_kind's, made once for both looks.
-    detail::chaos::point(detail::chaos::site::wake);
-    detail::std_atomics::light_barrier();
-    std::atomic<std::uint32_t>& foreground_searchers = searching[index_of(worker_kind::foreground)];
-    if (!foreground_wake.notify_one_unless(&foreground_searchers) &&
-        foreground_searchers.load(std::memory_order_relaxed) == 0) {  // relaxed: ordered by the fence above
-      background_wake.notify_one_unless(&searching[index_of(worker_kind::background)]);
-    }
+    wake_for_foreground_work(/*after_atomic=*/false);
   } else if (foreground_count > 0) {
     wake_kind(foreground_wake, worker_kind::foreground);
   } else if (background_pool) {
     wake_kind(background_wake, worker_kind::background);  // no foreground pool: background workers take its work
+  }
+}
+
+void scheduler::impl::wake_for_foreground_work(bool after_atomic) {
+  // Background workers run foreground work too: when no foreground worker is parked
+  // without a wake-up coming, and none is searching, a parked background worker takes it.
+  // The fence is wake_kind's, made once for both looks.
+  detail::chaos::point(detail::chaos::site::wake);
+  if (after_atomic) {
+    detail::std_atomics::fence_after_atomic();
+  } else {
+    detail::std_atomics::light_barrier();
+  }
+  std::atomic<std::uint32_t>& foreground_searchers = searching[index_of(worker_kind::foreground)];
+  if (!foreground_wake.notify_one_unless(&foreground_searchers) &&
+      foreground_searchers.load(std::memory_order_relaxed) == 0) {  // relaxed: ordered by the fence above
+    background_wake.notify_one_unless(&searching[index_of(worker_kind::background)]);
   }
 }
 
@@ -308,6 +316,13 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
 }
 
 void scheduler::impl::hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced) {
+  // A launch that left its wake-up to a foreground search would have woken a background
+  // worker when no foreground one was parked (wake_for): the hand-on does the same, so
+  // that work is not left queued beside a sleeping background worker.
+  if (kind == worker_kind::foreground && workers.size() > foreground_count) {
+    wake_for_foreground_work(fenced);
+    return;
+  }
   // A lone worker without standby workers has nobody to hand on to: skip the fence.
   // relaxed: a standby created since is woken by enter_blocking's notify_all, and searches
   if (pool_size(kind) <= 1 && standby[index_of(kind)].created.load(std::memory_order_relaxed) == 0) return;
@@ -352,8 +367,15 @@ void scheduler::impl::run_worker(worker& self) {
   for (;;) {
     if (self.standby && !wanted_standby(self)) {
       // The wake-up this thread took (notify_one's are anyone's) may be all that stands for
-      // new work: hand it on to a worker before parking as a standby.
-      if (std::exchange(woken, false)) wake.notify_one();
+      // new work: hand it on to a worker before parking as a standby; foreground work to a
+      // background worker when no foreground one is parked, as its launch would have.
+      if (std::exchange(woken, false)) {
+        if (self.kind == worker_kind::foreground && workers.size() > foreground_count) {
+          wake_for_foreground_work(/*after_atomic=*/false);
+        } else {
+          wake.notify_one();
+        }
+      }
       detail::event_count<>& standby_wake = standby[index_of(self.kind)].wake;
       auto key = standby_wake.prepare_wait();
       if (stopping.load(std::memory_order_acquire)) {  // acquire: pairs with shutdown's release

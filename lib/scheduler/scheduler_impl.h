@@ -322,6 +322,10 @@ struct scheduler::impl {
   // of the work its joins take back.
   void schedule_shared(work_item* item, priority p);
   void wake_for(priority p);
+  // wake_for_foreground_work is wake_for's for foreground work in a pool with background
+  // workers: a parked foreground worker, else (none parked, none searching) a parked
+  // background one, unless one of that kind searches. `after_atomic` as for wake_kind.
+  void wake_for_foreground_work(bool after_atomic);
   // wake_kind wakes a parked worker of the kind whose wake-ups `wake` carries, unless one
   // of that kind is searching. `after_atomic`: the caller's last atomic operation was a
   // read-modify-write, which stands for the full fence (fence_after_atomic).
@@ -337,7 +341,8 @@ struct scheduler::impl {
   // worker that stole since its last search (its work came in pieces taken from others, as
   // a loop's halves or a fork-join's children do: more is likely to follow shortly).
   std::chrono::microseconds search_spin(worker& self) const noexcept;
-  // hand_on_search wakes a parked worker of `kind` to search next, unless one searches;
+  // hand_on_search wakes a parked worker of `kind` to search next, unless one searches (for
+  // the foreground kind, as wake_for_foreground_work does when background workers exist);
   // `fenced`: the caller's last atomic operation was a read-modify-write (fence_after_atomic).
   void hand_on_search(detail::event_count<>& wake, worker_kind kind, bool fenced);
   work_item* find_work(worker* self);
