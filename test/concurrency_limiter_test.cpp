@@ -67,20 +67,13 @@ TEST_CASE("concurrency_limiter: pieces queued behind busy slots run in every slo
   // Holders take queued pieces one at a time: each of the pieces below waits until a piece
   // has run in the other slot, which one holder that took them all at once would never see.
   // Each holder below runs on a worker of its own, one of them the background worker.
+  std::atomic<unsigned> slots_seen{0};
+  std::atomic<int> ran_alone{0};
+  test::slot_holders holders;
   no_leaks leaks;
   scheduler pool(test::options_with(2));
   task_concurrency_limiter limiter(2, priority::normal, pool);
-  std::atomic<int> holding{0};
-  std::atomic<bool> release{false};
-  for (int i = 0; i < 2; ++i) {
-    limiter.push("holder", [&](std::uint32_t) {
-      holding.fetch_add(1);
-      while (!release.load()) std::this_thread::yield();
-    });
-  }
-  while (holding.load() < 2) std::this_thread::yield();  // both slots held, on the two workers
-  std::atomic<unsigned> slots_seen{0};
-  std::atomic<int> ran_alone{0};
+  holders.hold(limiter);
   for (int i = 0; i < 8; ++i) {
     limiter.push("queued", [&](std::uint32_t slot) {
       slots_seen.fetch_or(1u << slot);
@@ -89,7 +82,7 @@ TEST_CASE("concurrency_limiter: pieces queued behind busy slots run in every slo
       if (slots_seen.load() != 0b11u) ran_alone.fetch_add(1);
     });
   }
-  release.store(true);
+  holders.release();
   CHECK(limiter.wait());
   CHECK(slots_seen.load() == 0b11u);
   CHECK(ran_alone.load() == 0);
@@ -99,20 +92,13 @@ TEST_CASE("concurrency_limiter: a piece that waits for a piece queued after it g
   // With both slots held, four pieces queue; the first waits until the second has run. The
   // holder that takes the first must leave the second in the queue for the other holder,
   // not hold it aside behind the one that waits for it.
+  std::atomic<bool> second_ran{false};
+  std::atomic<bool> first_gave_up{false};
+  test::slot_holders holders;
   no_leaks leaks;
   scheduler pool(test::options_with(2));
   task_concurrency_limiter limiter(2, priority::normal, pool);
-  std::atomic<int> holding{0};
-  std::atomic<bool> release{false};
-  for (int i = 0; i < 2; ++i) {
-    limiter.push("holder", [&](std::uint32_t) {
-      holding.fetch_add(1);
-      while (!release.load()) std::this_thread::yield();
-    });
-  }
-  while (holding.load() < 2) std::this_thread::yield();  // both slots held, on the two workers
-  std::atomic<bool> second_ran{false};
-  std::atomic<bool> first_gave_up{false};
+  holders.hold(limiter);
   limiter.push("first", [&](std::uint32_t) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!second_ran.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
@@ -120,7 +106,7 @@ TEST_CASE("concurrency_limiter: a piece that waits for a piece queued after it g
   });
   limiter.push("second", [&](std::uint32_t) { second_ran.store(true); });
   for (int i = 0; i < 2; ++i) limiter.push("more", [](std::uint32_t) {});
-  release.store(true);
+  holders.release();
   CHECK(limiter.wait());
   CHECK_FALSE(first_gave_up.load());
 }

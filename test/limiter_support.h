@@ -73,4 +73,24 @@ inline void push_from_threads(task_concurrency_limiter& limiter, occupancy_probe
   }
   for (std::thread& pusher : pushers) pusher.join();
 }
+
+// slot_holders fills a limiter's slots with pieces that hold them until release(): hold
+// returns once all of them run, each on a thread of its own. Declared before the scheduler,
+// so that it outlives the pieces.
+struct slot_holders {
+  void hold(task_concurrency_limiter& limiter) {
+    const int slots = static_cast<int>(limiter.max_concurrency());
+    for (int i = 0; i < slots; ++i) {
+      limiter.push("holder", [this](std::uint32_t) {
+        holding.fetch_add(1);
+        while (!released.load()) std::this_thread::yield();
+      });
+    }
+    while (holding.load() < slots) std::this_thread::yield();
+  }
+  void release() { released.store(true); }
+
+  std::atomic<int> holding{0};
+  std::atomic<bool> released{false};
+};
 }  // namespace magpie::test
