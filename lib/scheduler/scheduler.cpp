@@ -367,15 +367,10 @@ void scheduler::impl::run_worker(worker& self) {
   for (;;) {
     if (self.standby && !wanted_standby(self)) {
       // The wake-up this thread took (notify_one's are anyone's) may be all that stands for
-      // new work: hand it on to a worker before parking as a standby; foreground work to a
-      // background worker when no foreground one is parked, as its launch would have.
-      if (std::exchange(woken, false)) {
-        if (self.kind == worker_kind::foreground && workers.size() > foreground_count) {
-          wake_for_foreground_work(/*after_atomic=*/false);
-        } else {
-          wake.notify_one();
-        }
-      }
+      // new work: hand it on before parking as a standby, to whom its launch would have
+      // woken, as a search that ends with work does. A searcher of the kind it skips covers
+      // that work: the work was pushed before the wake-up came, so the searcher's looks see it.
+      if (std::exchange(woken, false)) hand_on_search(wake, self.kind, /*fenced=*/false);
       detail::event_count<>& standby_wake = standby[index_of(self.kind)].wake;
       auto key = standby_wake.prepare_wait();
       if (stopping.load(std::memory_order_acquire)) {  // acquire: pairs with shutdown's release
