@@ -4,6 +4,10 @@
 // oldest at once (take_oldest), while two thieves steal. Every item must be taken exactly
 // once and no slot may be read before it was written.
 //
+// A second model (thieves_race_model) checks that a thief never comes back empty-handed
+// while items are left: three items, the owner pops one while two thieves steal one each,
+// so each of the three must get one, whoever loses a race.
+//
 // Mutants (run with --mutant=…, must fail):
 //   seq_cst_to_acq_rel — pop's store of bottom and steal's load of top lose their
 //                        Dekker ordering: owner and thief both take the last item.
@@ -64,8 +68,38 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
   }
 };
 
+template <weakening W>
+struct thieves_race_model : rl::test_suite<thieves_race_model<W>, 3> {
+  static constexpr int items = 3;
+  using deque_type = detail::work_stealing_deque<int, relacy_atomics<W>>;
+
+  deque_type* deque = nullptr;
+  int got[3] = {};  // got[thread]: the item that thread took; each writes only its own
+
+  void before() {
+    deque = new deque_type(4);
+    for (int item = 1; item <= items; ++item) deque->push(item);
+  }
+
+  void thread(unsigned index) {
+    std::optional<int> item = index == 0 ? deque->pop() : deque->steal();
+    RL_ASSERT(item.has_value());  // three items for three takers: nobody may come back empty
+    got[index] = *item;
+  }
+
+  void after() {
+    int taken[items + 1] = {};
+    for (int item : got) ++taken[item];
+    for (int item = 1; item <= items; ++item) RL_ASSERT(taken[item] == 1);
+    delete deque;
+  }
+};
+
 }  // namespace magpie::model
 
 int main(int argc, char** argv) {
-  return magpie::model::model_main<magpie::model::deque_model>(argc, argv, "deque");
+  using namespace magpie::model;
+  int result = model_main<deque_model>(argc, argv, "deque");
+  if (result != 0 || weakening_from_args(argc, argv) != weakening::none) return result;
+  return run_model<thieves_race_model<weakening::none>>("deque: thieves racing", 200000);
 }

@@ -180,25 +180,28 @@ class work_stealing_deque {
   std::int64_t low_water() const { return low_water_; }
   void set_low_water(std::int64_t index) { low_water_ = index; }
 
-  // steal removes the oldest item, or returns nothing when the deque is empty or another
-  // thread won the race for that item. Any thread.
+  // steal removes the oldest item, or returns nothing when it found the deque empty. A
+  // thief that loses the race for an item tries the next one: returning empty-handed
+  // while items are left would let a parking worker's last look miss work whose launch
+  // counted on that look. Lock-free: each lost race is another thread's take. Any thread.
   std::optional<T> steal() {
     // Acquire load of top, then seq_cst load of bottom: the paper's acquire load plus
     // fence, ordered against pop's store of bottom and load of top (Dekker). The acquire
     // suffices: the CAS that wrote the top we read (seq_cst) then happens before our load of
     // bottom, so precedes it in the single order (docs/memory_orders.md).
     std::int64_t t = top_.load(std::memory_order_acquire);  // acquire: pairs with the seq_cst CAS that moved top
-    std::int64_t b = bottom_.load(std::memory_order_seq_cst);
-    if (t >= b) return std::nullopt;
-    ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
-    // Read the slot before the CAS: once top moves past it, the owner may overwrite it.
-    T item = r->get(t);
-    Atomics::chaos_point(chaos::site::deque_steal);
-    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                      std::memory_order_relaxed)) {  // relaxed: the loser returns without using `item`
-      return std::nullopt;
+    for (;;) {
+      std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+      if (t >= b) return std::nullopt;
+      ring* r = current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in grow()
+      // Read the slot before the CAS: once top moves past it, the owner may overwrite it.
+      T item = r->get(t);
+      Atomics::chaos_point(chaos::site::deque_steal);
+      if (top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                       std::memory_order_acquire)) {  // acquire on failure: as the first load of top
+        return item;
+      }
     }
-    return item;
   }
 
   // size_approx is bottom − top at some recent moment; exact only when nobody races.
