@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -97,4 +98,53 @@ TEST_CASE("injection_queue: several consumers take every item exactly once" *
     for (auto& thread : threads) thread.join();
     CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& count) { return count.load() == 1; }));
   }
+}
+
+// A pop that loses the race for one item must not hide the next one: moodycamel's own
+// dequeue can, for a moment, report an empty queue beside an item pushed while another
+// consumer was backing out of a lost race. Two racers pop without pause; the main thread
+// pushes two items and pops after each. When its pop finds nothing, it stops the racers
+// and looks again: an item it then finds was in the queue, untaken, when its pop came back
+// empty.
+TEST_CASE("injection_queue: a pop returns nothing only when every item is taken or being taken" *
+          doctest::test_suite("stress")) {
+  injection_queue<item> queue;
+  std::vector<item> items(2);
+  std::atomic<bool> stop_racers{false};
+  std::atomic<int> racers_stopped{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> racers;
+  for (int r = 0; r < 2; ++r) {
+    racers.emplace_back([&] {
+      while (!done.load()) {
+        if (stop_racers.load()) {
+          racers_stopped.fetch_add(1);
+          while (stop_racers.load() && !done.load()) std::this_thread::yield();
+          racers_stopped.fetch_sub(1);
+          continue;
+        }
+        (void)queue.try_pop();
+      }
+    });
+  }
+  int hidden = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500 * magpie::test::stress_repeat());
+  for (long round = 0; hidden == 0 && std::chrono::steady_clock::now() < give_up; ++round) {
+    for (int i = 0; i < 256; ++i) {
+      queue.push(&items[0]);
+      (void)queue.try_pop();
+      queue.push(&items[1]);
+      if (queue.try_pop() != nullptr) continue;
+      stop_racers.store(true);
+      while (racers_stopped.load() != 2) std::this_thread::yield();
+      if (queue.try_pop() != nullptr) ++hidden;
+      while (queue.try_pop() != nullptr) {
+      }
+      stop_racers.store(false);
+      while (racers_stopped.load() != 0) std::this_thread::yield();
+    }
+  }
+  done.store(true);
+  for (auto& racer : racers) racer.join();
+  CHECK(hidden == 0);
 }

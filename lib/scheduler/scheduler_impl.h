@@ -25,28 +25,6 @@ namespace magpie {
 
 using detail::work_item;
 
-// counted_queue is an injection queue plus an approximate size, so that an idle check
-// or a priority check is one load instead of a probe of moodycamel's producer lists.
-struct counted_queue {
-  detail::injection_queue<work_item> items;
-  alignas(detail::cache_line) detail::std_atomics::atomic<std::int64_t> size{0};
-
-  void push(work_item* item) {
-    items.push(item);
-    // relaxed: the event count's fences order it before a notifier's check of sleepers
-    size.fetch_add(1, std::memory_order_relaxed);
-  }
-  work_item* try_pop() {
-    if (size.load(std::memory_order_relaxed) <= 0) return nullptr;  // relaxed: a hint; the pop synchronises
-    work_item* item = items.try_pop();
-    if (item != nullptr) size.fetch_sub(1, std::memory_order_relaxed);  // relaxed: a hint, as above
-    return item;
-  }
-  bool looks_empty() const {
-    return size.load(std::memory_order_relaxed) <= 0;  // relaxed: callers re-check after a fence
-  }
-};
-
 // worker is one worker thread's state; owner-written counters are plain load+store.
 struct worker {
   unsigned index = 0;
@@ -80,8 +58,8 @@ struct standby_pool {
 
 // named_queue is one of a named thread's two queues.
 struct named_queue {
-  counted_queue high;
-  counted_queue normal;
+  detail::injection_queue<work_item> high;
+  detail::injection_queue<work_item> normal;
   std::atomic<bool> processing{false};
   std::atomic<bool> return_requested{false};
 };
@@ -418,7 +396,7 @@ struct scheduler::impl {
   std::chrono::milliseconds stall_after{0};
   std::vector<std::unique_ptr<worker>> workers;  // foreground first, then background; fixed after start
   unsigned foreground_count = 0;
-  std::array<counted_queue, priority_count> injection;
+  std::array<detail::injection_queue<work_item>, priority_count> injection;
   detail::event_count<> foreground_wake;
   detail::event_count<> background_wake;
   // searching counts the workers of each kind searching for work: those spinning after a

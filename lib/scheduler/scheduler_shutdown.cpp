@@ -32,7 +32,7 @@ bool scheduler::impl::quiescent() const {
                           standby[0].created.load(std::memory_order_acquire) +  // acquire: pairs with start_standby
                           standby[1].created.load(std::memory_order_acquire);
   if ((before & parked_mask) != threads) return false;
-  for (const counted_queue& queue : injection) {
+  for (const auto& queue : injection) {
     if (!queue.looks_empty()) return false;
   }
   for (const auto& each : workers) {
@@ -115,7 +115,7 @@ void scheduler::impl::drain_until_quiescent() {
     // Work pushed by a thread outside the pool wakes nobody when there are no workers: look
     // again rather than wait for a park that never comes.
     bool queued = false;
-    for (const counted_queue& queue : injection) queued = queued || !queue.looks_empty();
+    for (const auto& queue : injection) queued = queued || !queue.looks_empty();
     for (const lent_deque& each : lent) queued = queued || !each.deque.empty();
     for (const named_thread_state& state : named) queued = queued || !state.deque.empty();
     if (queued) {
