@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+using magpie::detail::counted_injection_queue;
 using magpie::detail::injection_queue;
 
 namespace {
@@ -66,6 +67,22 @@ TEST_CASE("injection_queue: items from several producers keep each producer's or
   CHECK(queue.try_pop() == nullptr);
 }
 
+TEST_CASE("counted_injection_queue: looks empty exactly while no item is left to claim") {
+  counted_injection_queue<item> queue;
+  item a{0, 0};
+  item b{0, 1};
+  CHECK(queue.looks_empty());
+  CHECK(queue.try_pop() == nullptr);
+  queue.push(&a);
+  queue.push(&b);
+  CHECK_FALSE(queue.looks_empty());
+  CHECK(queue.try_pop() == &a);
+  CHECK_FALSE(queue.looks_empty());
+  CHECK(queue.try_pop() == &b);
+  CHECK(queue.looks_empty());
+  CHECK(queue.try_pop() == nullptr);
+}
+
 }  // TEST_SUITE("injection_queue")
 
 TEST_CASE("injection_queue: several consumers take every item exactly once" *
@@ -101,14 +118,15 @@ TEST_CASE("injection_queue: several consumers take every item exactly once" *
 }
 
 // A pop that loses the race for one item must not hide the next one: moodycamel's own
-// dequeue can, for a moment, report an empty queue beside an item pushed while another
-// consumer was backing out of a lost race. Two racers pop without pause; the main thread
+// dequeue (injection_queue's) can, for a moment, report an empty queue beside an item
+// pushed while another consumer was backing out of a lost race; counted_injection_queue's
+// may not. Two racers pop without pause; the main thread
 // pushes two items and pops after each. When its pop finds nothing, it stops the racers
 // and looks again: an item it then finds was in the queue, untaken, when its pop came back
 // empty.
-TEST_CASE("injection_queue: a pop returns nothing only when every item is taken or being taken" *
+TEST_CASE("counted_injection_queue: a pop returns nothing only when every item is taken or being taken" *
           doctest::test_suite("stress")) {
-  injection_queue<item> queue;
+  counted_injection_queue<item> queue;
   std::vector<item> items(2);
   std::atomic<bool> stop_racers{false};
   std::atomic<int> racers_stopped{0};

@@ -9,8 +9,6 @@
 #include <concurrentqueue.h>  // the meson wrap fallback
 #endif
 
-#include <thread>
-
 namespace magpie::detail {
 
 struct basic_injection_queue::impl {
@@ -22,23 +20,15 @@ basic_injection_queue::~basic_injection_queue() = default;
 
 void basic_injection_queue::push(void* item) {
   if (!impl_->queue.enqueue(item)) throw std::bad_alloc();
-  // release: pairs with claim's acquire, so a pop that counts this item sees it queued
-  unclaimed_.fetch_add(1, std::memory_order_release);
 }
 
-void* basic_injection_queue::take_claimed() noexcept {
-  // The claim stands for an item pushed before the count rose; moodycamel may hide it from
-  // this dequeue only while another consumer backs out of a lost race (a few instructions),
-  // so look again, yielding if that consumer was preempted there.
+void* basic_injection_queue::try_pop() noexcept {
   void* item = nullptr;
-  for (int attempt = 0; !impl_->queue.try_dequeue(item); ++attempt) {
-    if (attempt < 64) {
-      cpu_relax();
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  return item;
+  return impl_->queue.try_dequeue(item) ? item : nullptr;
+}
+
+std::size_t basic_injection_queue::size_approx() const noexcept {
+  return impl_->queue.size_approx();
 }
 
 }  // namespace magpie::detail

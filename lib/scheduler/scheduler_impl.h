@@ -58,8 +58,8 @@ struct standby_pool {
 
 // named_queue is one of a named thread's two queues.
 struct named_queue {
-  detail::injection_queue<work_item> high;
-  detail::injection_queue<work_item> normal;
+  detail::counted_injection_queue<work_item> high;
+  detail::counted_injection_queue<work_item> normal;
   std::atomic<bool> processing{false};
   std::atomic<bool> return_requested{false};
 };
@@ -396,7 +396,7 @@ struct scheduler::impl {
   std::chrono::milliseconds stall_after{0};
   std::vector<std::unique_ptr<worker>> workers;  // foreground first, then background; fixed after start
   unsigned foreground_count = 0;
-  std::array<detail::injection_queue<work_item>, priority_count> injection;
+  std::array<detail::counted_injection_queue<work_item>, priority_count> injection;
   detail::event_count<> foreground_wake;
   detail::event_count<> background_wake;
   // searching counts the workers of each kind searching for work: those spinning after a

@@ -223,13 +223,14 @@ class limiter_state : public std::enable_shared_from_this<limiter_state> {
   // give_back_slot gives `slot` up. If a piece was queued meanwhile and a slot is free, it
   // takes one again: it returns the piece, with `slot` set to the one taken; else nullptr.
   limited_item* give_back_slot(std::uint32_t& slot) noexcept {
-    for (;;) {
+    for (bool found_none = false;; found_none = true) {
       release_slot_bit(slot);
       chaos::point(chaos::site::limiter_handover);  // the bit free, the slot still counted
       uncount_slot();
-      // The queue counts only pieces no holder has claimed: a piece being taken is
-      // already another slot's to run.
-      if (queue_.looks_empty() || !count_free_slot()) return nullptr;
+      // The queue still counts a piece that another slot's holder is taking (and will run);
+      // one that found none when it looked lets that holder go on before it looks again.
+      if (found_none) std::this_thread::yield();
+      if (queue_.size_approx() == 0 || !count_free_slot()) return nullptr;
       slot = claim_free_slot();
       if (limited_item* item = next_or_linger()) return item;
     }

@@ -8,6 +8,11 @@
 //   injection_queue<job> queue;
 //   queue.push(j);                          // any thread
 //   if (job* next = queue.try_pop()) ...    // any thread
+//
+// moodycamel's dequeue is eventually consistent: while one consumer backs out of a lost
+// race (a few instructions), another consumer's dequeue may report an empty queue beside
+// an item. counted_injection_queue adds the count that rules that out, for consumers that
+// act on "empty" (a worker about to park).
 #pragma once
 
 #include <magpie/detail/atomics.h>
@@ -15,18 +20,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 namespace magpie::detail {
 
 // basic_injection_queue is the untyped queue of non-null pointers.
-//
-// moodycamel's dequeue is eventually consistent: a consumer backing out of a lost race
-// can, for a moment, make another consumer's dequeue report empty beside an item. A
-// worker's last look before parking must not be told that, so the queue keeps its own
-// count of items not yet claimed by a pop. A pop claims one (the count) before it
-// dequeues, and then dequeues until it gets one: a claim is always backed by an item,
-// pushed before the count rose. So try_pop returns nothing only when every item pushed
-// before it looked is taken or being taken by another pop.
 class basic_injection_queue {
  public:
   basic_injection_queue();
@@ -37,19 +35,71 @@ class basic_injection_queue {
   // push appends `item`; items one thread pushes are popped in the order pushed.
   void push(void* item);
 
-  // try_pop removes an item, or returns nullptr when every item pushed before it looked
-  // was taken or claimed by another pop.
-  void* try_pop() noexcept { return claim() ? take_claimed() : nullptr; }
+  // try_pop removes an item, or returns nullptr when the queue looked empty (which it may,
+  // for a moment, beside an item: see the head of this file).
+  void* try_pop() noexcept;
 
-  // looks_empty is `size_approx() == 0`: one load.
-  bool looks_empty() const noexcept {
-    return unclaimed_.load(std::memory_order_relaxed) <= 0;  // relaxed: a hint; callers re-check after a fence
+  // size_approx is the number of items at some recent moment.
+  std::size_t size_approx() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// injection_queue is basic_injection_queue typed for `T*`.
+template <class T>
+class injection_queue {
+ public:
+  // push appends `item` (non-null); FIFO per producer thread.
+  void push(T* item) { queue_.push(item); }
+
+  // try_pop removes an item, or returns nullptr when the queue looked empty (which it may,
+  // for a moment, beside an item: see the head of this file).
+  T* try_pop() noexcept { return static_cast<T*>(queue_.try_pop()); }
+
+  // size_approx is the number of items at some recent moment.
+  std::size_t size_approx() const noexcept { return queue_.size_approx(); }
+
+ private:
+  basic_injection_queue queue_;
+};
+
+// counted_injection_queue is injection_queue plus a count of the items no pop has claimed.
+// A pop claims one (the count) before it dequeues, then dequeues until it gets one: a
+// claim is always backed by an item, pushed before the count rose. So try_pop returns
+// nothing only when every item pushed before it looked is taken or being taken by another
+// pop, and an emptiness check is one load. The count costs each push and pop one more
+// read-modify-write, on a line of its own.
+template <class T>
+class counted_injection_queue {
+ public:
+  // push appends `item` (non-null); FIFO per producer thread.
+  void push(T* item) {
+    queue_.push(item);
+    // release: pairs with claim's acquire, so a pop that counts this item sees it queued
+    unclaimed_.fetch_add(1, std::memory_order_release);
   }
 
-  // size_approx is the number of items no pop has claimed, at some recent moment.
-  std::size_t size_approx() const noexcept {
-    std::int64_t count = unclaimed_.load(std::memory_order_relaxed);  // relaxed: a hint, as looks_empty
-    return count > 0 ? static_cast<std::size_t>(count) : 0;
+  // try_pop removes an item, or returns nullptr when every item pushed before it looked
+  // was taken or claimed by another pop.
+  T* try_pop() noexcept {
+    if (!claim()) return nullptr;
+    // moodycamel may hide the claimed item only while another consumer backs out of a lost
+    // race: look again, yielding if that consumer was preempted there.
+    for (int attempt = 0;; ++attempt) {
+      if (T* item = queue_.try_pop()) return item;
+      if (attempt < 64) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  // looks_empty says no item is left unclaimed, at some recent moment: one load.
+  bool looks_empty() const noexcept {
+    return unclaimed_.load(std::memory_order_relaxed) <= 0;  // relaxed: a hint; callers re-check after a fence
   }
 
  private:
@@ -65,33 +115,8 @@ class basic_injection_queue {
     return true;
   }
 
-  // take_claimed dequeues the item a claim stands for.
-  void* take_claimed() noexcept;
-
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  injection_queue<T> queue_;
   alignas(cache_line) std_atomics::atomic<std::int64_t> unclaimed_{0};
-};
-
-// injection_queue is basic_injection_queue typed for `T*`.
-template <class T>
-class injection_queue {
- public:
-  // push appends `item` (non-null); FIFO per producer thread.
-  void push(T* item) { queue_.push(item); }
-
-  // try_pop removes an item, or returns nullptr when every item pushed before it looked
-  // was taken or claimed by another pop.
-  T* try_pop() noexcept { return static_cast<T*>(queue_.try_pop()); }
-
-  // looks_empty is `size_approx() == 0`: one load.
-  bool looks_empty() const noexcept { return queue_.looks_empty(); }
-
-  // size_approx is the number of items no pop has claimed, at some recent moment.
-  std::size_t size_approx() const noexcept { return queue_.size_approx(); }
-
- private:
-  basic_injection_queue queue_;
 };
 
 }  // namespace magpie::detail
