@@ -188,14 +188,30 @@ TEST_CASE("deque: a run of the newest items is matched and popped at once, never
   asked = 0;
   CHECK(owner.newest_matching(from(wrong), 2) == 0);
   CHECK(asked == 1);  // nothing asked for past the first mismatch
-  CHECK(deque.pop_newest(3));
+  bool hid_items = true;
+  CHECK(deque.pop_newest(3, hid_items));
   CHECK(deque.size_approx() == 3);
-  CHECK_FALSE(deque.pop_newest(3));  // would take the oldest item, which thieves contend for
-  CHECK(deque.size_approx() == 3);   // refused: nothing moved
-  CHECK(deque.pop_newest(2));
+  CHECK_FALSE(deque.pop_newest(3, hid_items));  // would take the oldest item, which thieves contend for
+  CHECK_FALSE(hid_items);                        // refused before anything moved
+  CHECK(deque.size_approx() == 3);
+  CHECK(deque.pop_newest(2, hid_items));
   CHECK(deque.pop() == 0);
   CHECK_FALSE(deque.pop().has_value());
   CHECK(deque.steal() == std::nullopt);
+}
+
+// A run that a thief's take makes reachable is put back after it was hidden from thieves
+// for a moment: the caller is told, so that it can wake a worker whose look came then.
+TEST_CASE("deque: pop_newest says when it put back a run it had hidden from thieves") {
+  work_stealing_deque<int> deque;
+  for (int i = 0; i < 3; ++i) deque.push(i);
+  CHECK(deque.steal() == 0);  // the owner has not seen top move: the run of 2 looks safe
+  bool hid_items = false;
+  CHECK_FALSE(deque.pop_newest(2, hid_items));  // top reached the run: put back
+  CHECK(hid_items);
+  CHECK(deque.size_approx() == 2);
+  CHECK(deque.steal() == 1);
+  CHECK(deque.steal() == 2);
 }
 
 TEST_CASE("deque: the low water is the lowest end since it was set: items pushed since lie at or above it") {
@@ -209,7 +225,8 @@ TEST_CASE("deque: the low water is the lowest end since it was set: items pushed
   CHECK(deque.pop() == 5);
   CHECK(deque.low_water() == 5);
   deque.push(50);  // lands at index 5, at the low water
-  CHECK(deque.pop_newest(2));
+  bool hid_items = false;
+  CHECK(deque.pop_newest(2, hid_items));
   CHECK(deque.low_water() == 4);
   CHECK(deque.steal() == 0);  // thieves move the other end: no change
   CHECK(deque.low_water() == 4);
@@ -354,7 +371,8 @@ std::vector<std::size_t> take_everything(std::size_t n, int thieves, bool runs =
       for (std::size_t j = 0; j < 8; ++j) newest[j] = i - j;
       auto length = static_cast<std::int64_t>(1 + (i / 8) % 8);
       std::int64_t matched = deque_owner_view(deque).newest_matching([&newest](std::int64_t j) { return newest[j]; }, length);
-      if (matched > 0 && deque.pop_newest(matched)) own.insert(own.end(), newest, newest + matched);
+      bool hid_items = false;
+      if (matched > 0 && deque.pop_newest(matched, hid_items)) own.insert(own.end(), newest, newest + matched);
     } else if (!runs && i % 3 == 2) {
       if (auto item = deque.pop()) own.push_back(*item);
     }

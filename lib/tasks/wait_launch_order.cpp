@@ -147,17 +147,22 @@ std::optional<bool> run_in_launch_order(task_base* task, const std::chrono::stea
 namespace {
 
 // take_back_run takes the newest run of `handles` (up to run_limit) off `own`, this
-// thread's own deque, at once, when they lie on top of it in that order, into `taken`;
-// returns how many (0 when fewer than two: a single task goes the ordinary way, through
-// retract).
-std::size_t take_back_run(task_deque* own, task_base* const* const* handles, std::size_t count,
-                          work_item** taken) noexcept {
+// thread's own deque (of scheduler `owner`), at once, when they lie on top of it in that
+// order, into `taken`; returns how many (0 when fewer than two: a single task goes the
+// ordinary way, through retract).
+std::size_t take_back_run(scheduler::impl* owner, task_deque* own, task_base* const* const* handles,
+                          std::size_t count, work_item** taken) noexcept {
   if (own == nullptr || count < 2) return 0;
   // Each handle is read only once the one before matched: where the newest is not on top
   // (a graph's sink, waiting on its prerequisites) this costs one look, not a run's worth.
   auto expected = [&](std::int64_t i) -> work_item* { return taken[i] = *handles[i]; };
   auto run = static_cast<std::size_t>(deque_owner_view(*own).newest_matching(expected, static_cast<std::int64_t>(std::min(count, run_limit))));
-  if (run < 2 || !own->pop_newest(static_cast<std::int64_t>(run))) return 0;
+  if (run < 2) return 0;
+  bool hid_items = false;
+  if (!own->pop_newest(static_cast<std::int64_t>(run), hid_items)) {
+    if (hid_items) owner->wake_for(priority::normal);  // a thief may have found them gone meanwhile
+    return 0;
+  }
   return run;
 }
 
@@ -187,7 +192,7 @@ std::size_t take_back_and_run(task_base* const* const* handles, std::size_t coun
   task_deque* own = found.deque();
   if (own == nullptr) return 0;  // another scheduler's task: not on this deque
   std::size_t run = in_launch_order_here(found.owner()) ? take_oldest_run(own, handles, count, taken) : 0;
-  if (run == 0) run = take_back_run(own, handles, count, taken);
+  if (run == 0) run = take_back_run(found.owner(), own, handles, count, taken);
   if (run == 0) return 0;
   held_run held(taken, run, own, found.owner());
   run_held_run(held, taken, handles);

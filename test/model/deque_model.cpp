@@ -44,7 +44,8 @@ struct deque_model : rl::test_suite<deque_model<W>, 3> {
       if (deque->steal_if(1)) take(0, 1);  // the oldest, the thieves' way: races them for it
       deque->push(4);
       deque->push(5);
-      if (deque->pop_newest(2)) {  // 5 and 4, unless a thief may reach them
+      bool hid_items = false;
+      if (deque->pop_newest(2, hid_items)) {  // 5 and 4, unless a thief may reach them
         take(0, 5);
         take(0, 4);
       }

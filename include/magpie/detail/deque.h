@@ -104,9 +104,13 @@ class work_stealing_deque {
 
   // pop_newest pops the `count` newest items at once, when no thief can reach any of them
   // (an item older than them is left): one fence for the run instead of one per item.
-  // False, and nothing popped, otherwise. Owner thread only.
-  bool pop_newest(std::int64_t count) {
+  // False, and nothing popped, otherwise. `hid_items` says a false came after the run was
+  // hidden from thieves for a moment and items were put back: a thread that looked then
+  // (a worker's last look before parking) found none, so the caller wakes one, as after
+  // pop_matching's push back. Owner thread only.
+  bool pop_newest(std::int64_t count, bool& hid_items) {
     check_owner("pop_newest");
+    hid_items = false;
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - count;  // relaxed: only the owner writes bottom
     if (b <= top_seen_) return false;  // top is at least top_seen_: the run may reach it
     // seq_cst store then load, as in pop_at (Dekker): a thief that read the old bottom read
@@ -118,6 +122,7 @@ class work_stealing_deque {
       return true;
     }
     bottom_.store(b + count, std::memory_order_release);  // release: republishes the slots as push did
+    hid_items = t < b + count;
     return false;
   }
 

@@ -82,7 +82,8 @@ class counted_injection_queue {
   }
 
   // try_pop removes an item, or returns nullptr when every item pushed before it looked
-  // was taken or claimed by another pop.
+  // was taken or claimed by another pop. Lock-free but for one wait: after a claim it may
+  // wait for another consumer to finish backing out of a lost race.
   T* try_pop() noexcept {
     if (!claim()) return nullptr;
     // moodycamel may hide the claimed item only while another consumer backs out of a lost
