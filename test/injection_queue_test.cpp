@@ -120,10 +120,9 @@ TEST_CASE("injection_queue: several consumers take every item exactly once" *
 // A pop that loses the race for one item must not hide the next one: moodycamel's own
 // dequeue (injection_queue's) can, for a moment, report an empty queue beside an item
 // pushed while another consumer was backing out of a lost race; counted_injection_queue's
-// may not. Two racers pop without pause; the main thread
-// pushes two items and pops after each. When its pop finds nothing, it stops the racers
-// and looks again: an item it then finds was in the queue, untaken, when its pop came back
-// empty.
+// may not. Two racers pop without pause; the main thread pushes two items and pops after
+// each. When its pop finds nothing, it stops the racers and looks again: an item it then
+// finds was in the queue, untaken, when its pop came back empty.
 TEST_CASE("counted_injection_queue: a pop returns nothing only when every item is taken or being taken" *
           doctest::test_suite("stress")) {
   counted_injection_queue<item> queue;
@@ -147,7 +146,7 @@ TEST_CASE("counted_injection_queue: a pop returns nothing only when every item i
   }
   int hidden = 0;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500 * magpie::test::stress_repeat());
-  for (long round = 0; hidden == 0 && std::chrono::steady_clock::now() < give_up; ++round) {
+  while (hidden == 0 && std::chrono::steady_clock::now() < give_up) {
     for (int i = 0; i < 256; ++i) {
       queue.push(&items[0]);
       (void)queue.try_pop();
