@@ -95,6 +95,36 @@ TEST_CASE("wait: a named thread waiting on a task bound to it runs it itself") {
   pool.detach();
 }
 
+TEST_CASE("wait: a named thread's wait leaves the tasks it launched to the workers") {
+  // A frame's shape: the game thread launches `work`, then a task that waits inside for an
+  // event the game thread triggers once `work` is done. Run under the game thread's wait
+  // for `work`, that task would block on the trigger the game thread can no longer reach:
+  // a hang. So the wait runs neither: a worker runs both, one after the other.
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  pool.attach(named_thread::game);
+  const std::thread::id game = std::this_thread::get_id();
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    task_event frame_end("frame end", pool);
+    std::atomic<bool> started{false};
+    task<> work = pool.launch("work", [&started] {
+      started.store(true, std::memory_order_release);  // release: pairs with the acquire below
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    });
+    while (!started.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release above
+    // Queued on the game thread's deque behind `work`, which the one worker is running.
+    task<std::thread::id> waits_for_frame = pool.launch("waits for the frame's end", [&frame_end] {
+      CHECK(frame_end.wait(std::chrono::seconds(5)));  // a hang shows as this failing after 5 s
+      return std::this_thread::get_id();
+    });
+    work.wait();
+    frame_end.trigger();
+    CHECK(waits_for_frame.get_result() != game);
+  }
+  pool.detach();
+}
+
 TEST_CASE("wait: a task's named thread is woken to run it while another thread waits for it too") {
   // Both wait on one event count with different conditions: "ready, and mine to run" for
   // the game thread, "completed" for the other. Once a wake-up meant for the game thread

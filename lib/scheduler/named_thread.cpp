@@ -397,6 +397,7 @@ bool scheduler::impl::run_one_named_item(std::uint32_t index) {
     source.processing.store(false, std::memory_order_release);  // release: pairs with the acquire above
     if (item != nullptr) return true;
   }
+  if (!workers.empty()) return false;  // its deque is the workers' to run (see the declaration)
   if (auto mine = state.deque.pop()) {
     execute(*mine, nullptr);
     return true;

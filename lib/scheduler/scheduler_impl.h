@@ -381,7 +381,10 @@ struct scheduler::impl {
   // request_return does) and waited for until it has returned. Whether it found any.
   bool end_named_processing();
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
-  // skipping a queue this thread is already processing), or of its deque; on that thread.
+  // skipping a queue this thread is already processing); on that thread. An item of its
+  // deque only on a scheduler without workers, where nobody else runs it: otherwise the
+  // workers run those, and one run under a wait could block on what the thread does after
+  // the wait (docs/scheduler.md, "The wait protocol").
   bool run_one_named_item(std::uint32_t index);
   // unattached_with_work is a named thread no thread has attached that has work queued,
   // which a wait may need; -1 if none. A look of a few loads per named thread.

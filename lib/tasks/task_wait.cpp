@@ -42,7 +42,10 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 //                 place.
 //   named_thread  a thread attached as a named thread: first runs one item of its own
 //                 queues (work only it may run may be what the wait needs), a queue an outer
-//                 call on this thread is processing included (run_own_item); a task bound to
+//                 call on this thread is processing included (run_own_item), but nothing of
+//                 its deque while the scheduler has workers: they run that, and a task run
+//                 under the wait could block on what this thread does after it (an event it
+//                 triggers next); a task bound to
 //                 it needs nothing more on a scheduler with workers (retraction ran it if it
 //                 could; what holds it open, workers run); blocked, a send to its queues
 //                 wakes it.
@@ -63,9 +66,10 @@ bool may_reenter_own_queue() noexcept {
   return tasks_tls.innermost_running == nullptr || tasks_tls.innermost_running->depth < max_running_depth;
 }
 
-// run_own_item runs one item of named thread `index`'s queues or deque, in the order
-// run_one_named_item looks, then of a queue this thread is processing further down its
-// stack (may_reenter_own_queue); whether it ran one. On the attached thread only.
+// run_own_item runs one item of named thread `index`'s queues (or, without workers, its
+// deque), in the order run_one_named_item looks, then of a queue this thread is processing
+// further down its stack (may_reenter_own_queue); whether it ran one. On the attached
+// thread only.
 bool run_own_item(scheduler::impl& owner, std::uint32_t index) noexcept {
   if (owner.run_one_named_item(index)) return true;
   if (!may_reenter_own_queue()) return false;
@@ -83,7 +87,8 @@ bool run_own_item(scheduler::impl& owner, std::uint32_t index) noexcept {
 }
 
 // own_queues_have_work says whether run_own_item would find a queued item (its deque aside,
-// which a blocked waiter's re-check does not look at). On the attached thread only.
+// which a blocked waiter's re-check does not look at: without workers it naps). On the
+// attached thread only.
 bool own_queues_have_work(const named_thread_state& state) noexcept {
   if (state.has_work_to_run()) return true;
   if (!may_reenter_own_queue()) return false;

@@ -158,7 +158,7 @@ class unattached_look {
 };
 
 // run_own_named_work runs, on a thread attached as a named thread, one item of its own
-// queues or deque as the named-thread waiter policy does (lib/tasks/task_wait.cpp), a queue
+// queues as the named-thread waiter policy does (lib/tasks/task_wait.cpp), a queue
 // it is processing further down its stack included; whether it ran one. False on any other
 // thread.
 bool run_own_named_work() noexcept;
