@@ -99,7 +99,8 @@ TEST_CASE("wait: a named thread's wait leaves the tasks it launched to the worke
   // A frame's shape: the game thread launches `work`, then a task that waits inside for an
   // event the game thread triggers once `work` is done. Run under the game thread's wait
   // for `work`, that task would block on the trigger the game thread can no longer reach:
-  // a hang. So the wait runs neither: a worker runs both, one after the other.
+  // a hang. So that wait runs neither: a worker runs both, or the game thread takes the
+  // second back in its own wait for it, after the trigger.
   no_leaks leaks;
   scheduler pool(test::options_with(1));
   pool.attach(named_thread::game);
@@ -114,13 +115,17 @@ TEST_CASE("wait: a named thread's wait leaves the tasks it launched to the worke
     });
     while (!started.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release above
     // Queued on the game thread's deque behind `work`, which the one worker is running.
-    task<std::thread::id> waits_for_frame = pool.launch("waits for the frame's end", [&frame_end] {
+    std::atomic<bool> waiting_for_work{true};
+    task<bool> waits_for_frame = pool.launch("waits for the frame's end", [&frame_end, &waiting_for_work, game] {
+      // relaxed: the game thread's own store, when this runs on the game thread
+      const bool under_the_wait = std::this_thread::get_id() == game && waiting_for_work.load(std::memory_order_relaxed);
       CHECK(frame_end.wait(std::chrono::seconds(5)));  // a hang shows as this failing after 5 s
-      return std::this_thread::get_id();
+      return under_the_wait;
     });
     work.wait();
+    waiting_for_work.store(false, std::memory_order_relaxed);  // relaxed: its value counts only on this thread (above)
     frame_end.trigger();
-    CHECK(waits_for_frame.get_result() != game);
+    CHECK_FALSE(waits_for_frame.get_result());
   }
   pool.detach();
 }
