@@ -114,7 +114,7 @@ TEST_CASE("wait: a named thread's wait leaves the tasks it launched to the worke
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     });
     while (!started.load(std::memory_order_acquire)) std::this_thread::yield();  // acquire: pairs with the release above
-    // Queued on the game thread's deque behind `work`, which the one worker is running.
+    // Queued on the game thread's deque while the one worker runs `work`.
     std::atomic<bool> waiting_for_work{true};
     task<bool> waits_for_frame = pool.launch("waits for the frame's end", [&frame_end, &waiting_for_work, game] {
       // relaxed: the game thread's own store, when this runs on the game thread

@@ -45,10 +45,9 @@ bool last_thread_standing(scheduler::impl* owner) noexcept {
 //                 call on this thread is processing included (run_own_item), but nothing of
 //                 its deque while the scheduler has workers: they run that, and a task run
 //                 under the wait could block on what this thread does after it (an event it
-//                 triggers next); a task bound to
-//                 it needs nothing more on a scheduler with workers (retraction ran it if it
-//                 could; what holds it open, workers run); blocked, a send to its queues
-//                 wakes it.
+//                 triggers next); a task bound to it needs nothing more on a scheduler with
+//                 workers (retraction ran it if it could; what holds it open, workers run);
+//                 blocked, a send to its queues wakes it.
 //   outside       any other thread (of no scheduler, or of another one): helps with nothing
 //                 of its own.
 // And on a scheduler without workers, any of them that runs no task body helps with the
