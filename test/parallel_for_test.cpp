@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -19,6 +20,25 @@
 
 using namespace magpie;
 using test::no_leaks;
+
+namespace {
+
+// thread_number is a small number for the calling thread, the same on every call.
+int thread_number() {
+  static std::atomic<int> next{0};
+  thread_local int mine = next.fetch_add(1, std::memory_order_relaxed);  // relaxed: only distinct values matter
+  return mine;
+}
+
+// uneven_work spins for a cost that varies with `i` by a factor of about 100.
+std::uint64_t uneven_work(std::size_t i) {
+  std::uint64_t state = i + 1;
+  std::size_t steps = 8 + (i * 2654435761u) % 800;
+  for (std::size_t step = 0; step < steps; ++step) state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
+}
+
+}  // namespace
 
 TEST_CASE("parallel_for: every index runs exactly once, on every worker count and size") {
   for (unsigned workers : test::worker_counts) {
@@ -58,9 +78,11 @@ TEST_CASE("parallel_for: options — single thread, minimum batch, unbalanced, b
   }, {.force_single_thread = true});
   CHECK(off_thread.load() == 0);
 
-  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).batch == 300);
-  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).batches == 4);
-  CHECK(detail::plan_loop(1000, {.unbalanced = true}).batches > detail::plan_loop(1000, {}).batches);
+  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).grain == 300);
+  CHECK(detail::plan_loop(1000, {.min_batch_size = 300}).shared);
+  CHECK_FALSE(detail::plan_loop(1000, {.min_batch_size = 501}).shared);  // no two pieces of 501
+  CHECK_FALSE(detail::plan_loop(1000, {.force_single_thread = true}).shared);
+  CHECK(detail::plan_loop(1000, {.unbalanced = true}).longest_step < detail::plan_loop(1000, {}).longest_step);
   CHECK(detail::plan_loop(1000, {.background_priority = true}).at == priority::background_normal);
 
   for (parallel_for_options options : {parallel_for_options{.unbalanced = true}, parallel_for_options{.background_priority = true},
@@ -93,14 +115,15 @@ TEST_CASE("parallel_for: batch sizes near SIZE_MAX still run every iteration") {
   pool.detach();
 }
 
-TEST_CASE("parallel_for: plans for ranges near SIZE_MAX cover them in a bounded number of batches") {
+TEST_CASE("parallel_for: plans for ranges near SIZE_MAX keep their steps and pieces in bounds") {
   // Only the plans: running this many iterations would never finish.
   no_leaks leaks;
   scheduler pool(test::options_with(2));
   pool.attach(named_thread::game);
   constexpr std::size_t huge = std::numeric_limits<std::size_t>::max();
-  // Sixteen batches per thread at most (unbalanced), the caller counting as a thread.
-  std::size_t most_batches = 16 * (std::size_t{std::max(pool.worker_count(), pool.background_worker_count())} + 1);
+  // A thread without a deque halves down to sixteen pieces per thread at most (unbalanced),
+  // and looks at its deque at most 256 times per thread's share; the caller counts as a thread.
+  std::size_t threads = std::size_t{std::max(pool.worker_count(), pool.background_worker_count())} + 1;
   for (std::size_t count : {huge, huge - 1, huge / 2 + 1, huge / 2}) {
     CAPTURE(count);
     for (parallel_for_options options :
@@ -109,21 +132,24 @@ TEST_CASE("parallel_for: plans for ranges near SIZE_MAX cover them in a bounded 
           parallel_for_options{.min_batch_size = huge}, parallel_for_options{.force_single_thread = true}}) {
       CAPTURE(options.min_batch_size);
       detail::loop_plan plan = detail::plan_loop(count, options);
-      CAPTURE(plan.batch);
-      CAPTURE(plan.batches);
-      REQUIRE(plan.batches >= 1);
-      REQUIRE(plan.batches <= most_batches);
-      CHECK(plan.batch >= options.min_batch_size);
-      std::size_t last_begin = (plan.batches - 1) * plan.batch;  // bounded above, so this does not wrap
-      CHECK(last_begin / plan.batch == plan.batches - 1);
-      CHECK(last_begin < count);
-      CHECK(count - last_begin <= plan.batch);
+      CAPTURE(plan.grain);
+      CAPTURE(plan.longest_step);
+      CAPTURE(plan.eager_piece);
+      CHECK(plan.count == count);
+      CHECK(plan.grain >= std::max(options.min_batch_size, std::size_t{1}));
+      CHECK(plan.longest_step >= plan.grain);
+      CHECK(plan.eager_piece >= plan.grain);
+      if (plan.shared) {  // else the caller runs the range in one go
+        CHECK(count / plan.eager_piece <= 16 * threads);
+        CHECK(count / plan.longest_step <= 256 * threads);
+      }
+      CHECK(plan.shared == (!options.force_single_thread && count / 2 >= plan.grain));
     }
   }
   pool.detach();
 }
 
-TEST_CASE("parallel_for: the first exception is rethrown; other batches still run") {
+TEST_CASE("parallel_for: the first exception is rethrown, and the loop stops") {
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
     no_leaks leaks;
@@ -141,10 +167,37 @@ TEST_CASE("parallel_for: the first exception is rethrown; other batches still ru
       return false;
     }).get_result();
     CHECK(threw);
-    // The batch holding 500 stopped there; every other batch ran whole.
-    std::size_t batch = pool.launch("plan", [] { return detail::plan_loop(1000, {.min_batch_size = 10}).batch; }).get_result();
-    std::size_t stopped_at = 500 % batch;  // iterations of that batch that ran before 500
-    CHECK(static_cast<std::size_t>(ran.load()) == 1000 - batch + stopped_at + 1);
+    CHECK(ran.load() >= 1);
+    CHECK(ran.load() <= 1000);
+    if (workers == 0) CHECK(ran.load() == 501);  // one thread, in order: it stopped at the throw
+  }
+}
+
+TEST_CASE("parallel_for: after a throw, iterations not yet started do not run") {
+  // The caller's first iteration throws; the others each take a microsecond or so. Every
+  // thread looks for a recorded exception before each step, so the loop ends after a few
+  // steps, far short of its million iterations.
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler pool(test::options_with(workers));
+    constexpr std::size_t count = 1'000'000;
+    std::atomic<std::size_t> ran{0};
+    std::atomic<std::uint64_t> sink{0};
+    bool threw = pool.execute([&] {
+      try {
+        parallel_for(count, [&](std::size_t i) {
+          ran.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the loop
+          if (i == 0) throw std::runtime_error("first");
+          sink.fetch_add(uneven_work(i % 16), std::memory_order_relaxed);  // relaxed: only kept alive
+        });
+      } catch (const std::runtime_error&) {
+        return true;
+      }
+      return false;
+    });
+    CHECK(threw);
+    CHECK(ran.load() < count / 2);
   }
 }
 
@@ -160,28 +213,9 @@ TEST_CASE("parallel_for: nested loops") {
   for (auto& each : cells) CHECK(each.load() == 1);
 }
 
-namespace {
-
-// thread_number is a small number for the calling thread, the same on every call.
-int thread_number() {
-  static std::atomic<int> next{0};
-  thread_local int mine = next.fetch_add(1, std::memory_order_relaxed);  // relaxed: only distinct values matter
-  return mine;
-}
-
-// uneven_work spins for a cost that varies with `i` by a factor of about 100.
-std::uint64_t uneven_work(std::size_t i) {
-  std::uint64_t state = i + 1;
-  std::size_t steps = 8 + (i * 2654435761u) % 800;
-  for (std::size_t step = 0; step < steps; ++step) state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return state;
-}
-
-}  // namespace
-
-TEST_CASE("parallel_for: unbalanced bodies: every index once, each batch whole on one thread") {
-  // Halves are split again by whichever thread took them: the batches a plan cuts must
-  // still each run once, whole, on one thread, however the halves travel.
+TEST_CASE("parallel_for: unbalanced bodies: every index once, with the right result") {
+  // Halves are split again by whichever thread took them: every iteration must still run
+  // once, however the halves travel.
   for (unsigned workers : test::wide_worker_counts) {
     CAPTURE(workers);
     no_leaks leaks;
@@ -192,30 +226,49 @@ TEST_CASE("parallel_for: unbalanced bodies: every index once, each batch whole o
       CAPTURE(options.min_batch_size);
       constexpr std::size_t count = 20'011;
       std::vector<std::atomic<int>> hits(count);
-      std::vector<std::atomic<int>> ran_on(count);
       std::vector<std::atomic<std::uint64_t>> results(count);
-      detail::loop_plan plan = pool.execute([&] {
+      pool.execute([&] {
         parallel_for(count, [&](std::size_t i) {
           results[i].store(uneven_work(i), std::memory_order_relaxed);  // relaxed: read after the loop
-          ran_on[i].store(thread_number(), std::memory_order_relaxed);  // relaxed: as above
           hits[i].fetch_add(1, std::memory_order_relaxed);  // relaxed: as above
         }, options);
-        return detail::plan_loop(count, options);
       });
-      REQUIRE(plan.batches >= 1);
       std::size_t wrong_hits = 0;
       std::size_t wrong_results = 0;
-      std::size_t batches_split = 0;
       for (std::size_t i = 0; i < count; ++i) {
         if (hits[i].load() != 1) ++wrong_hits;
         if (results[i].load() != uneven_work(i)) ++wrong_results;
-        bool same_batch_as_previous = i % plan.batch != 0;
-        if (same_batch_as_previous && ran_on[i].load() != ran_on[i - 1].load()) ++batches_split;
       }
       CHECK(wrong_hits == 0);
       CHECK(wrong_results == 0);
-      CHECK(batches_split == 0);
     }
+  }
+}
+
+TEST_CASE("parallel_for: a costly end of the range is shared between threads") {
+  // All the cost is in the last 5 % of the range: each of those iterations sleeps. Cut
+  // into fixed batches, that end fell in one batch and ran on one thread while the others
+  // idled; halved as threads run out of work, it is spread over them.
+  for (unsigned workers : {1u, 2u, 4u}) {
+    CAPTURE(workers);
+    no_leaks leaks;
+    scheduler_options options = test::options_with(workers);
+    options.background_workers = 0;
+    options.workers = workers;
+    scheduler pool(options);
+    constexpr std::size_t count = 1000;
+    constexpr std::size_t costly_from = count - count / 20;
+    std::vector<std::atomic<int>> ran_on(count);
+    pool.execute([&] {
+      parallel_for(count, [&](std::size_t i) {
+        ran_on[i].store(thread_number(), std::memory_order_relaxed);  // relaxed: read after the loop
+        if (i >= costly_from) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    });
+    std::vector<int> threads;
+    for (std::size_t i = costly_from; i < count; ++i) threads.push_back(ran_on[i].load());
+    std::sort(threads.begin(), threads.end());
+    CHECK(std::unique(threads.begin(), threads.end()) - threads.begin() >= 2);
   }
 }
 
@@ -275,40 +328,39 @@ TEST_CASE("parallel_for: halves left under a batch's own work still run once, wh
   }
 }
 
-TEST_CASE("parallel_for: a throw in every batch rethrows one; each batch stops at its throw and the rest run") {
-  // Batches throw on whichever thread holds them, the caller or threads that took halves
-  // and split them further: one exception must come out of the loop, from a batch that
-  // threw, and every batch must have run up to its throw.
+TEST_CASE("parallel_for: throws on every thread rethrow one, and no iteration runs twice") {
+  // Iterations throw on whichever thread holds them, the caller or threads that took halves
+  // and split them further: one exception must come out of the loop, from an iteration that
+  // threw, and no iteration may run twice however the pieces stopped.
   for (unsigned workers : test::worker_counts) {
     CAPTURE(workers);
     no_leaks leaks;
     scheduler pool(test::options_with(workers));
-    for (std::size_t throwing_offset : {std::size_t{0}, std::size_t{4}}) {
+    for (std::size_t throwing_offset : {std::size_t{0}, std::size_t{40}}) {
       CAPTURE(throwing_offset);
       constexpr std::size_t count = 4000;
+      constexpr std::size_t period = 97;
       std::vector<std::atomic<int>> hits(count);
-      auto [message, plan] = pool.execute([&] {
-        detail::loop_plan made = detail::plan_loop(count, {.min_batch_size = 10});
+      std::string message = pool.execute([&] {
         std::string caught;
         try {
           parallel_for(count, [&](std::size_t i) {
             hits[i].fetch_add(1, std::memory_order_relaxed);  // relaxed: read after the loop
-            if (i % made.batch == throwing_offset) throw std::runtime_error(std::to_string(i / made.batch));
+            if (i % period == throwing_offset) throw std::runtime_error(std::to_string(i));
+            (void)uneven_work(i);
           }, {.min_batch_size = 10});
         } catch (const std::runtime_error& error) {
           caught = error.what();
         }
-        return std::make_pair(caught, made);
+        return caught;
       });
       REQUIRE_FALSE(message.empty());
       std::size_t thrower = std::stoul(message);
-      CHECK(thrower < plan.batches);
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < count; ++i) {
-        int expected = i % plan.batch <= throwing_offset ? 1 : 0;
-        if (hits[i].load() != expected) ++wrong;
-      }
-      CHECK(wrong == 0);
+      CHECK(thrower % period == throwing_offset);
+      CHECK(hits[thrower].load() == 1);
+      std::size_t twice = 0;
+      for (auto& hit : hits) twice += hit.load() > 1 ? 1 : 0;
+      CHECK(twice == 0);
     }
   }
 }
@@ -402,9 +454,11 @@ TEST_CASE("parallel_for stress: unbalanced loops from every thread at once, some
       }
       wait_all(loops);
       CHECK(caught.load() == loop_count / 3);
+      // A loop that threw may have skipped iterations not yet started; none runs twice.
       std::size_t wrong = 0;
-      for (auto& each : hits) {
-        for (auto& hit : each) wrong += hit.load() == 1 ? 0 : 1;
+      for (std::size_t loop = 0; loop < hits.size(); ++loop) {
+        int least = loop % 3 == 0 ? 0 : 1;
+        for (auto& hit : hits[loop]) wrong += hit.load() >= least && hit.load() <= 1 ? 0 : 1;
       }
       CHECK(wrong == 0);
     }
@@ -463,7 +517,7 @@ TEST_CASE("parallel_for: loops inside execute use its scheduler, at every depth 
     std::size_t total = pool.execute([&] {
       // Planned for this pool's threads, not the default scheduler's.
       detail::loop_plan plan = detail::plan_loop(4 * (pool.worker_count() + 1) * std::size_t{10}, {});
-      CHECK(plan.batch == 10);
+      CHECK(plan.eager_piece == 10);
       parallel_for(outer, [&](std::size_t) {
         count_here();
         parallel_for(inner, [&](std::size_t) { count_here(); });

@@ -2,7 +2,7 @@
 # Contention in counts: builds the counting build (meson -Dcounting=enabled, a release build
 # in build/contention) and prints, at 2, 4, 8 and 16 threads, the read-modify-writes on
 # shared atomics, the fences and the cache-line moves between threads per call site,
-# normalised per task, per tick, per parallel_for chunk, per coroutine call and per limited
+# normalised per task, per tick, per parallel_for loop, per coroutine call and per limited
 # piece, for an empty-task batch (attached and not), one-at-a-time launches, a tick frame, a
 # parallel_for, a coroutine fork-join and the concurrency limiter's throughput rows
 # (bench/contention/magpie.cpp). Counts, not times: a machine with fewer cores runs the

@@ -5,18 +5,20 @@
 //       [&](std::size_t i) { return values[i]; }, std::plus<>());
 //   magpie::parallel_invoke([&] { sort(left); }, [&] { sort(right); });
 //
-// The range is cut into batches (at least `min_batch_size` iterations each; about four per
-// thread, or sixteen when `unbalanced` says iterations differ in cost). Batches are spread
-// by recursive halving: a task takes a range of batches, spawns its upper half as a child
-// and keeps the lower half, until one batch is left — so idle workers steal big halves and
-// the caller works through its own. Any other thread that takes a half splits it onto a
-// counter of its own, which pays the half's one count in the loop when its last piece
-// finishes (wherever that ran): the loop's shared counter changes once per steal, not once
-// per batch, and no thread but the caller waits for anything. The calling thread takes part
-// and returns when every iteration ran; the first exception an iteration threw is rethrown
-// (the batch it was in stops; every other batch still runs). A loop runs on the scheduler
+// The calling thread starts on the whole range and takes part until every iteration ran;
+// other threads join in by taking halves of what is left. A thread works through its range
+// in short steps, growing, and before each one looks at its deque: if that is empty, it
+// queues the upper half of what it has left, for an idle thread to take. So a part of the
+// range that costs more than the rest is halved again and again as threads run out of
+// work, however the cost falls, down to `min_batch_size` iterations; and a thread that
+// nobody takes from pays only a push and a pop per halving. Any thread but the caller that
+// takes a half counts it on a counter of its own, which pays the half's one count in the
+// loop when its last piece finishes (wherever that ran): the loop's shared counter changes
+// once per steal, and no thread but the caller waits for anything. The first exception an
+// iteration throws is rethrown; the loop stops as soon as every thread has finished the
+// step it was in, so iterations not yet started may not run. A loop runs on the scheduler
 // the calling thread works for, else the default one: inside `pool.execute(...)`, on
-// `pool`, with batches planned for its threads.
+// `pool`.
 #pragma once
 
 #include <magpie/detail/language.h>
@@ -29,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -38,18 +41,21 @@ namespace magpie {
 
 // parallel_for_options tunes a loop (the flags of UE's ParallelFor).
 struct parallel_for_options {
-  std::size_t min_batch_size = 1;  // fewer iterations than this are not worth a task
+  std::size_t min_batch_size = 1;  // fewer iterations than this are not worth a piece of their own
   bool force_single_thread = false;  // run on the calling thread only (debugging, measuring)
-  bool unbalanced = false;           // iterations vary in cost: cut finer so thieves even it out
-  bool background_priority = false;  // batches run at background priority
+  bool unbalanced = false;           // iterations vary in cost: look for idle threads more often
+  bool background_priority = false;  // pieces run at background priority
 };
 
 namespace detail {
 
-// loop_plan is how a loop of `count` iterations is cut.
+// loop_plan is how a loop of `count` iterations is shared out.
 struct loop_plan {
-  std::size_t batch = 1;    // iterations per batch (the last may be shorter)
-  std::size_t batches = 0;  // number of batches
+  std::size_t count = 0;
+  std::size_t grain = 1;         // fewest iterations in a piece (min_batch_size, at least one)
+  std::size_t longest_step = 1;  // most iterations a thread runs between two looks at its deque
+  std::size_t eager_piece = 1;   // a thread without a deque of its own halves its range down to this
+  bool shared = false;           // other threads may take part
   priority at = priority::normal;
 };
 
@@ -57,37 +63,96 @@ loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noex
 
 // divide_rounding_up is ⌈dividend / divisor⌉ (divisor > 0). The usual
 // (dividend + divisor - 1) / divisor wraps once either is near SIZE_MAX: a huge
-// min_batch_size then planned no batches and the loop ran nothing.
+// min_batch_size then planned nothing and the loop ran nothing.
 constexpr std::size_t divide_rounding_up(std::size_t dividend, std::size_t divisor) noexcept {
   return dividend / divisor + (dividend % divisor != 0 ? 1 : 0);
 }
 
-// batch_begin is the first iteration of batch `index` (< plan.batches): it is below the
-// loop's count, so the product cannot wrap.
-constexpr std::size_t batch_begin(const loop_plan& plan, std::size_t index) noexcept { return index * plan.batch; }
+// A loop body, for the runner, is a type with
+//   segment start(first);                run(segment&, begin, end);   finish(segment&&, first);
+// The iterations one thread runs in one go, [first, some end), form a segment: `run` is
+// called on adjacent ranges of it in order, then `finish` once. Segments cover the range
+// without overlapping; a thread takes one up wherever a piece starts.
 
-// batch_end is one past the last iteration of batch `index` of a loop of `count`. It adds
-// to the batch's start only what is left of the range, since (index + 1) * batch wraps when
-// the batch is near SIZE_MAX.
-constexpr std::size_t batch_end(const loop_plan& plan, std::size_t count, std::size_t index) noexcept {
-  std::size_t begin = batch_begin(plan, index);
-  return begin + std::min(plan.batch, count - begin);
-}
+// for_loop runs `body(i)` for each iteration: its segments keep nothing.
+template <class Body>
+struct for_loop {
+  Body& body;
+  struct segment {};
+  segment start(std::size_t) const noexcept { return {}; }
+  void run(segment&, std::size_t begin, std::size_t end) const {
+    for (std::size_t i = begin; i < end; ++i) body(i);
+  }
+  void finish(segment&&, std::size_t) const noexcept {}
+};
 
-// loop_subtree accounts for a range of batches that a thread other than the loop's caller
-// took (a piece). The taker works through it as a fork-join would, without ever waiting: it
-// splits the range, pushing the upper halves onto its own deque, runs the lowest batch,
-// then takes back and runs, newest first, each half no other thread took meanwhile, and
-// splits that the same way. What it takes back costs no count. A half another thread took
-// is paid for by that thread when the half (and everything it split off) has finished: one
-// subtraction from `owed`. When the taker is done it adds the number of halves it did not
-// take back. Whoever brings `owed` to zero from then on (the taker itself, if every taken
-// half has already been paid for) frees the subtree and pays the taken piece's own count
-// where it was counted: its parent subtree, or the loop's group. So the loop's shared
-// counter changes once per steal, not once per batch, and no thread but the caller waits
-// for anything. `owed` counts modulo 2^32: it stays below zero until the taker settles, and
-// no subtraction before that can end at zero, since a loop has far fewer pieces (at most
-// sixteen batches per thread) than 2^32.
+// reduce_segment is a fold of one segment, kept until the caller folds them in order.
+template <class T>
+struct reduce_segment {
+  reduce_segment* next;
+  std::size_t first;
+  T folded;
+};
+
+// reduce_loop folds map(i) with `combine` over each segment, left to right, and keeps each
+// segment's fold on a list; the caller folds the list in order of `first`.
+template <class T, class Map, class Combine>
+struct reduce_loop {
+  const T& identity;
+  Map& map;
+  Combine& combine;
+  std_atomics::atomic<reduce_segment<T>*> folded{nullptr};
+
+  struct segment {
+    T folded;
+  };
+  segment start(std::size_t) const { return segment{identity}; }
+  void run(segment& each, std::size_t begin, std::size_t end) const {
+    for (std::size_t i = begin; i < end; ++i) each.folded = combine(std::move(each.folded), map(i));
+  }
+  void finish(segment&& each, std::size_t first) {
+    auto* kept = new reduce_segment<T>{folded.load(std::memory_order_relaxed), first, std::move(each.folded)};  // relaxed: only the CAS's guess
+    // release: the caller's acquire exchange sees the fold whole
+    while (!folded.compare_exchange_weak(kept->next, kept, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  // take_all empties the list, sorted by `first`: the order the segments fold in.
+  std::vector<std::unique_ptr<reduce_segment<T>>> take_all() {
+    std::vector<std::unique_ptr<reduce_segment<T>>> all;
+    // acquire: pairs with finish's release CAS
+    for (reduce_segment<T>* each = folded.exchange(nullptr, std::memory_order_acquire); each != nullptr;) {
+      reduce_segment<T>* next = each->next;
+      all.emplace_back(each);  // emplace_back may throw: the rest are freed by the next take_all
+      each = next;
+      folded.store(each, std::memory_order_relaxed);  // relaxed: only this thread looks now
+    }
+    folded.store(nullptr, std::memory_order_relaxed);  // relaxed: as above
+    std::sort(all.begin(), all.end(), [](const auto& left, const auto& right) { return left->first < right->first; });
+    return all;
+  }
+  ~reduce_loop() {
+    // acquire: pairs with finish's release CAS (segments left by a loop that threw)
+    for (reduce_segment<T>* each = folded.load(std::memory_order_acquire); each != nullptr;) {
+      reduce_segment<T>* next = each->next;
+      delete each;
+      each = next;
+    }
+  }
+};
+
+// loop_subtree accounts for a range that a thread other than the loop's caller took (a
+// piece). The taker runs it as the caller runs the whole loop, halving what is left onto
+// its own deque when that is empty, and never waits: when its range is done it takes back
+// and runs, newest first, each half no other thread took meanwhile. What it takes back
+// costs no count. A half another thread took is paid for by that thread when the half
+// (and everything it split off) has finished: one subtraction from `owed`. When the taker
+// is done it adds the number of halves it did not take back. Whoever brings `owed` to zero
+// from then on (the taker itself, if every taken half has already been paid for) frees
+// the subtree and pays the taken piece's own count where it was counted: its parent
+// subtree, or the loop's group. So the loop's shared counter changes once per steal, not
+// once per half, and no thread but the caller waits for anything. `owed` counts modulo
+// 2^32: it stays below zero until the taker settles, and no subtraction before that can
+// end at zero, since far fewer than 2^32 halves of one subtree are ever in flight.
 struct loop_subtree {
   std_atomics::atomic<std::uint32_t> owed{0};
   loop_subtree* parent = nullptr;  // where the taken piece is counted; nullptr: the loop's group
@@ -95,18 +160,18 @@ struct loop_subtree {
 
 // loop_run is what every piece of one loop shares: it lives in the caller's frame, which
 // outlives every piece (the caller joins the group).
-template <class EachBatch>
+template <class Loop>
 struct loop_run {
   task_group& group;
   const loop_plan& plan;
-  const EachBatch& each_batch;
+  Loop& body;
 };
 
 // loop_piece_name marks a piece counted in a subtree: only pieces counted in the group
 // itself carry group_child_name, so that the joiner takes only those as its own.
 inline constexpr char loop_piece_name[] = "parallel_for piece";
 
-// loop_piece_base is a range of batches [first, last) waiting to run, counted in
+// loop_piece_base is a range of iterations [first, last) waiting to run, counted in
 // `counted_in` (nullptr: a child of the loop's group).
 struct loop_piece_base : group_child_base {
   loop_subtree* counted_in = nullptr;
@@ -115,11 +180,11 @@ struct loop_piece_base : group_child_base {
 };
 
 // loop_piece is a piece of one loop.
-template <class EachBatch>
+template <class Loop>
 struct loop_piece final : loop_piece_base {
-  const loop_run<EachBatch>* loop;
+  const loop_run<Loop>* loop;
 
-  loop_piece(const loop_run<EachBatch>& run, loop_subtree* counter, std::size_t from, std::size_t to) noexcept
+  loop_piece(const loop_run<Loop>& run, loop_subtree* counter, std::size_t from, std::size_t to) noexcept
       : loop(&run) {
     group = &run.group;
     handler = &handle;
@@ -132,29 +197,34 @@ struct loop_piece final : loop_piece_base {
   static bool handle(work_item* self, work_action action) noexcept;
 };
 
-// loop_runner splits a loop's ranges and counts its pieces (task_group lets it spawn and
-// count children).
+// loop_runner shares a loop's range out and counts its pieces (task_group lets it spawn
+// and count children).
+//
+// A thread works through its range in steps, each twice as long as the one before, up to
+// the plan's longest step, and looks at its deque before each: if the deque is empty (a
+// thief took whatever it held, or it never held anything), it queues the upper half of
+// what is left and starts again from short steps. So a thread offers work only when none
+// of its own is waiting to be taken, an idle thread always finds some, and a costly part
+// of the range is halved again and again as threads run out, down to the grain; a thread
+// nobody steals from pays one push and one pop per halving. A thread with no deque of its
+// own (or a background loop, whose pieces go to the shared queues) halves eagerly down to
+// the plan's eager piece instead.
 struct loop_runner {
   using deque_type = work_stealing_deque<work_item*>;
 
-  // split runs batches [first, last) of `loop` on the loop's caller, halving the range
-  // onto the group until one batch is left, which runs here.
-  template <class EachBatch>
-  static void split(const loop_run<EachBatch>& loop, std::size_t first, std::size_t last) {
-    while (last - first > 1) {
-      std::size_t middle = first + (last - first) / 2;
-      push_half(loop, nullptr, middle, last);
-      last = middle;
-    }
-    loop.each_batch(first);
+  // run_caller runs the whole loop on its caller, which joins the group afterwards.
+  template <class Loop>
+  static void run_caller(const loop_run<Loop>& loop) noexcept {
+    std::uint32_t pushed = 0;  // counted by the group instead
+    run_range(loop, nullptr, halves_deque(loop), 0, loop.plan.count, pushed, true);
   }
 
   // run_piece runs a piece's range where `action` says, then pays its count. The loop's
-  // caller splits onto the group: its spawns cost no read-modify-write, and its join takes
+  // caller halves onto the group: its spawns cost no read-modify-write, and its join takes
   // them back. Any other thread takes the piece over on a subtree of its own.
-  template <class EachBatch>
-  static void run_piece(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
-                        std::size_t last, work_action action) noexcept {
+  template <class Loop>
+  static void run_piece(const loop_run<Loop>& loop, loop_subtree* counted_in, std::size_t first, std::size_t last,
+                        work_action action) noexcept {
     task_group& group = loop.group;
     if (action == work_action::discard) {
       group.child_failed(never_ran());
@@ -162,73 +232,91 @@ struct loop_runner {
       return;
     }
     if (counted_in == nullptr && action == work_action::run) group.child_started();
+    std::uint32_t pushed = 0;
     if (action == work_action::run_joined || group.is_home()) {  // only the caller joins the group
-      try {
-        split(loop, first, last);
-      } catch (...) {  // no memory to queue a half: the batches below it are dropped, the loop rethrows
-        group.child_failed(std::current_exception());
-      }
+      run_range(loop, nullptr, halves_deque(loop), first, last, pushed, true);
     } else if (loop_subtree* taken = make_subtree(counted_in)) {
-      // Halves of another priority go to the shared queues, never onto this deque.
-      deque_type* own = loop.plan.at == priority::normal ? own_deque(group) : nullptr;
-      std::uint32_t not_taken_back = 0;
-      try {
-        run_taken(loop, taken, own, first, last, not_taken_back);
-      } catch (...) {  // as split's: what was queued still runs and pays
-        group.child_failed(std::current_exception());
-      }
-      settle(group, taken, not_taken_back);  // pays this piece's count once nothing is owed
+      run_taken(loop, taken, first, last, pushed);
+      settle(group, taken, pushed);  // pays this piece's count once nothing is owed
       return;
-    } else {  // no memory for a subtree: run the range here, batch by batch
-      for (std::size_t index = first; index < last; ++index) {
-        try {
-          loop.each_batch(index);
-        } catch (...) {
-          group.child_failed(std::current_exception());
-        }
-      }
+    } else {  // no memory for a subtree: run the range here, whole
+      run_range(loop, nullptr, nullptr, first, last, pushed, false);
     }
     if (counted_in != nullptr || action != work_action::run_joined) finish(group, counted_in);  // the joiner counts its own
   }
 
-  // run_taken runs batches [first, last) of a range taken on `subtree`: it halves the range
-  // onto `own` (or a shared queue, without one), runs the lowest batch, then takes back and
-  // runs the halves still on top of `own`. `not_taken_back` counts the halves pushed and
-  // not taken back here.
-  template <class EachBatch>
-  static void run_taken(const loop_run<EachBatch>& loop, loop_subtree* subtree, deque_type* own, std::size_t first,
-                        std::size_t last, std::uint32_t& not_taken_back) {
-    std::uint32_t pushed = 0;
-    while (last - first > 1) {
-      std::size_t middle = first + (last - first) / 2;
-      push_half(loop, subtree, middle, last);
-      ++pushed;
-      ++not_taken_back;
-      last = middle;
-    }
-    try {
-      loop.each_batch(first);
-    } catch (...) {  // this batch stops; the halves still run
-      loop.group.child_failed(std::current_exception());
-    }
-    for (; pushed > 0 && own != nullptr; --pushed) {
+  // run_taken runs a range taken on `subtree`, then takes back and runs the halves it
+  // queued that are still on top of its deque. `not_taken_back` counts the halves queued
+  // and not taken back here.
+  template <class Loop>
+  static void run_taken(const loop_run<Loop>& loop, loop_subtree* subtree, std::size_t first, std::size_t last,
+                        std::uint32_t& not_taken_back) noexcept {
+    deque_type* own = halves_deque(loop);
+    run_range(loop, subtree, own, first, last, not_taken_back, true);
+    while (not_taken_back > 0 && own != nullptr) {
       loop_piece_base* back = take_back(loop.group, own, subtree);
-      if (back == nullptr) break;  // the rest were taken: their takers pay for them
+      if (back == nullptr) return;  // the rest were taken: their takers pay for them
       --not_taken_back;
       std::size_t back_first = back->first;
       std::size_t back_last = back->last;
-      task_pool::deallocate(back, sizeof(loop_piece<EachBatch>));
-      run_taken(loop, subtree, own, back_first, back_last, not_taken_back);
+      task_pool::deallocate(back, sizeof(loop_piece<Loop>));
+      run_range(loop, subtree, own, back_first, back_last, not_taken_back, true);
     }
   }
 
-  // push_half makes a piece of batches [first, last) counted in `counted_in` and queues it:
-  // a child of the group, spawned by the loop's caller; else a half of a taken range.
-  template <class EachBatch>
-  static void push_half(const loop_run<EachBatch>& loop, loop_subtree* counted_in, std::size_t first,
-                        std::size_t last) {
-    void* memory = task_pool::allocate(sizeof(loop_piece<EachBatch>));
-    auto* piece = new (memory) loop_piece<EachBatch>(loop, counted_in, first, last);
+  // run_range runs iterations [first, last) as one segment, in steps, halving what is left
+  // onto `counted_in` (nullptr: the group) when `may_halve` and the thread wants to (see
+  // wants_half); `pushed` counts the halves queued. It stops at the first exception an
+  // iteration throws, recorded in the group, and before any step once another has been:
+  // a loop that threw ends as soon as every thread finishes the step it is in.
+  template <class Loop>
+  static void run_range(const loop_run<Loop>& loop, loop_subtree* counted_in, const deque_type* own, std::size_t first,
+                        std::size_t last, std::uint32_t& pushed, bool may_halve) noexcept {
+    const loop_plan& plan = loop.plan;
+    try {
+      auto segment = loop.body.start(first);
+      std::size_t next = first;
+      std::size_t step = plan.grain;
+      while (next < last) {
+        if (loop.group.has_exception()) return;
+        if (may_halve && wants_half(plan, own, last - next)) {
+          std::size_t middle = next + (last - next) / 2;
+          push_half(loop, counted_in, middle, last);
+          ++pushed;
+          last = middle;
+          step = plan.grain;  // someone took work: look again soon
+        }
+        std::size_t end = next + std::min(step, last - next);
+        loop.body.run(segment, next, end);
+        next = end;
+        step = step < plan.longest_step / 2 ? step * 2 : plan.longest_step;
+      }
+      loop.body.finish(std::move(segment), first);
+    } catch (...) {  // an iteration threw, or no memory to queue a half or keep a fold
+      loop.group.child_failed(std::current_exception());
+    }
+  }
+
+  // wants_half says whether a thread with `left` iterations to go should queue half of
+  // them: each half must hold a grain; then, with a deque, only when it is empty.
+  static bool wants_half(const loop_plan& plan, const deque_type* own, std::size_t left) noexcept {
+    if (left / 2 < plan.grain) return false;
+    return own != nullptr ? own->empty() : left / 2 >= plan.eager_piece;
+  }
+
+  // halves_deque is where this thread's halves of `loop` go and come back from: its own
+  // deque, for a loop at normal priority; else nullptr (the shared queues).
+  template <class Loop>
+  static deque_type* halves_deque(const loop_run<Loop>& loop) noexcept {
+    return loop.plan.at == priority::normal ? own_deque(loop.group) : nullptr;
+  }
+
+  // push_half makes a piece of iterations [first, last) counted in `counted_in` and queues
+  // it: a child of the group, spawned by the loop's caller; else a half of a taken range.
+  template <class Loop>
+  static void push_half(const loop_run<Loop>& loop, loop_subtree* counted_in, std::size_t first, std::size_t last) {
+    void* memory = task_pool::allocate(sizeof(loop_piece<Loop>));
+    auto* piece = new (memory) loop_piece<Loop>(loop, counted_in, first, last);
     try {
       if (counted_in == nullptr) {
         loop.group.spawn(piece, loop.plan.at, true);
@@ -236,7 +324,7 @@ struct loop_runner {
         queue(loop.group, piece, loop.plan.at);
       }
     } catch (...) {  // not queued, so not counted
-      task_pool::deallocate(memory, sizeof(loop_piece<EachBatch>));
+      task_pool::deallocate(memory, sizeof(loop_piece<Loop>));
       throw;
     }
   }
@@ -254,14 +342,14 @@ struct loop_runner {
   // queue queues a half of a taken range.
   static void queue(task_group& group, loop_piece_base* piece, priority at);
   // take_back pops the newest item of `own` if it is a piece of `subtree`; else nullptr.
-  static loop_piece_base* take_back(task_group& group, deque_type* own, loop_subtree* subtree);
+  static loop_piece_base* take_back(task_group& group, deque_type* own, loop_subtree* subtree) noexcept;
   static std::exception_ptr never_ran() noexcept;
 };
 
-template <class EachBatch>
-bool loop_piece<EachBatch>::handle(work_item* self, work_action action) noexcept {
+template <class Loop>
+bool loop_piece<Loop>::handle(work_item* self, work_action action) noexcept {
   auto* me = static_cast<loop_piece*>(self);
-  const loop_run<EachBatch>& loop = *me->loop;
+  const loop_run<Loop>& loop = *me->loop;
   loop_subtree* counted_in = me->counted_in;
   std::size_t first = me->first;
   std::size_t last = me->last;
@@ -272,25 +360,20 @@ bool loop_piece<EachBatch>::handle(work_item* self, work_action action) noexcept
   return true;
 }
 
-// for_each_batch runs `each_batch(index)` for every batch of `plan`, the caller included.
-template <class EachBatch>
-void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
-  if (plan.batches == 0) return;
-  if (plan.batches == 1) {
-    each_batch(0);
+// run_loop runs every iteration of `plan` through `body`, the caller included, and
+// rethrows the first exception an iteration threw.
+template <class Loop>
+void run_loop(const loop_plan& plan, Loop& body) {
+  if (plan.count == 0) return;
+  if (!plan.shared) {
+    auto segment = body.start(0);
+    body.run(segment, 0, plan.count);
+    body.finish(std::move(segment), 0);
     return;
   }
   task_group group;
-  const loop_run<EachBatch> loop{group, plan, each_batch};
-  try {
-    loop_runner::split(loop, 0, plan.batches);
-  } catch (...) {
-    try {
-      group.wait();
-    } catch (...) {
-    }
-    throw;  // the caller's own batch threw first
-  }
+  const loop_run<Loop> loop{group, plan, body};
+  loop_runner::run_caller(loop);
   group.wait();
 }
 
@@ -300,27 +383,21 @@ void for_each_batch(const loop_plan& plan, const EachBatch& each_batch) {
 template <class Body>
 void parallel_for(std::size_t count, Body&& body, parallel_for_options options = {}) {
   detail::loop_plan plan = detail::plan_loop(count, options);
-  detail::for_each_batch(plan, [&body, &plan, count](std::size_t index) {
-    std::size_t end = detail::batch_end(plan, count, index);
-    for (std::size_t i = detail::batch_begin(plan, index); i < end; ++i) body(i);
-  });
+  detail::for_loop<std::remove_reference_t<Body>> loop{body};
+  detail::run_loop(plan, loop);
 }
 
 // parallel_reduce combines map(i) over [0, count) with `combine`, starting from
-// `identity`: each batch folds left to right, then the batches fold in order, so an
-// associative `combine` gives the serial answer even if it does not commute.
+// `identity`: each thread folds the iterations it runs left to right, then the caller
+// folds those in order, so an associative `combine` gives the serial answer even if it
+// does not commute.
 template <class T, class Map, class Combine>
 T parallel_reduce(std::size_t count, T identity, Map&& map, Combine&& combine, parallel_for_options options = {}) {
   detail::loop_plan plan = detail::plan_loop(count, options);
-  std::vector<T> partial(plan.batches, identity);
-  detail::for_each_batch(plan, [&](std::size_t index) {
-    std::size_t end = detail::batch_end(plan, count, index);
-    T folded = identity;
-    for (std::size_t i = detail::batch_begin(plan, index); i < end; ++i) folded = combine(std::move(folded), map(i));
-    partial[index] = std::move(folded);
-  });
+  detail::reduce_loop<T, std::remove_reference_t<Map>, std::remove_reference_t<Combine>> loop{identity, map, combine};
+  detail::run_loop(plan, loop);
   T result = std::move(identity);
-  for (T& each : partial) result = combine(std::move(result), std::move(each));
+  for (auto& each : loop.take_all()) result = combine(std::move(result), std::move(each->folded));
   return result;
 }
 

@@ -1,4 +1,4 @@
-// How parallel loops are cut into batches, and how a taken piece pays its count
+// How parallel loops are planned, and how a taken piece pays its count
 // (include/magpie/parallel_for.h).
 #include "../scheduler/scheduler_impl.h"
 
@@ -32,23 +32,26 @@ std::size_t threads_with_caller(unsigned workers) noexcept {
 
 loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noexcept {
   loop_plan plan;
-  if (count == 0) return plan;
-  if (options.force_single_thread) {
-    plan.batch = count;
-    plan.batches = 1;
-    return plan;
-  }
+  plan.count = count;
+  plan.grain = std::max(options.min_batch_size, std::size_t{1});
+  plan.longest_step = plan.grain;
+  plan.eager_piece = plan.grain;
+  if (count == 0 || options.force_single_thread) return plan;
   scheduler& owner = scheduler_for_free_functions();
   std::size_t threads = threads_with_caller(owner.worker_count());
   if (options.background_priority) {
     threads = threads_with_caller(owner.background_worker_count());
     plan.at = priority::background_normal;
   }
-  // A few batches per thread leave thieves something to even out; unbalanced loops more.
-  std::size_t wanted = saturating_multiply(threads, options.unbalanced ? 16 : 4);
-  std::size_t batch = divide_rounding_up(count, wanted);
-  plan.batch = std::max({batch, options.min_batch_size, std::size_t{1}});
-  plan.batches = divide_rounding_up(count, plan.batch);
+  plan.shared = threads > 1 && count / 2 >= plan.grain;
+  // A step is short enough that a thread looks at its deque many times in its share of the
+  // loop, and long enough that the look costs nothing beside it; unbalanced loops look more
+  // often. A thread without a deque cannot tell whether its halves were taken, so it halves
+  // eagerly, down to a few pieces per thread.
+  std::size_t looks = options.unbalanced ? 256 : 64;
+  plan.longest_step = std::max(plan.grain, divide_rounding_up(count, saturating_multiply(threads, looks)));
+  std::size_t pieces = options.unbalanced ? 16 : 4;
+  plan.eager_piece = std::max(plan.grain, divide_rounding_up(count, saturating_multiply(threads, pieces)));
   return plan;
 }
 
@@ -96,7 +99,7 @@ loop_runner::deque_type* loop_runner::own_deque(task_group& group) noexcept { re
 
 void loop_runner::queue(task_group& group, loop_piece_base* piece, priority at) { group.queue(piece, at, false); }
 
-loop_piece_base* loop_runner::take_back(task_group& group, deque_type* own, loop_subtree* subtree) {
+loop_piece_base* loop_runner::take_back(task_group& group, deque_type* own, loop_subtree* subtree) noexcept {
   bool pushed_back = false;
   auto mine = own->pop_matching(
       [subtree](work_item* item) {
@@ -109,7 +112,7 @@ loop_piece_base* loop_runner::take_back(task_group& group, deque_type* own, loop
 }
 
 std::exception_ptr loop_runner::never_ran() noexcept {
-  return std::make_exception_ptr(std::runtime_error("parallel_for batch never ran: scheduler shut down"));
+  return std::make_exception_ptr(std::runtime_error("parallel_for piece never ran: scheduler shut down"));
 }
 
 }  // namespace magpie::detail
