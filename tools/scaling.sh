@@ -3,7 +3,7 @@
 # threads, beside oneTBB and Taskflow, on the bench executables tools/bench.sh builds.
 #   tasks      task_empty_one_at_a_time, task_empty_batch, task_empty_batch_unattached
 #   graph      binary_tree, chain, wavefront, random_dag
-#   fork_join  fib, skynet, nqueens, matmul, reduce
+#   fork_join  fib, skynet, nqueens, matmul, reduce, skewed_head, skewed_tail
 #   tick       tick_frame (100k tick functions), tick_frame_1m (a million)
 #   coroutine  limiter_n* (the concurrency limiter)
 #   scheduler  wake_latency_p50, wake_latency_p99
@@ -134,7 +134,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 started=$SECONDS
 # Only the rows of the table: the fork-join executables skip the others themselves; the
 # tick executables measure the plain schedule only.
-export FORK_JOIN_ONLY=fib,skynet,nqueens,matmul,reduce
+export FORK_JOIN_ONLY=fib,skynet,nqueens,matmul,reduce,skewed_head,skewed_tail
 export MAGPIE_TICK_VARIANT=
 for count in "${threads[@]}"; do
   for folder in "${folders[@]}"; do
@@ -155,7 +155,7 @@ raw, jsonl, summary, git, cpu, elapsed, quick, runs, *threads = sys.argv[1:]
 # is left out (the coroutine folder has a task_empty_batch of its own, for one).
 rows = {"tasks": r"task_empty_one_at_a_time|task_empty_batch(_unattached)?",
         "graph": r"binary_tree|chain|wavefront|random_dag",
-        "fork_join": r"fib|skynet|nqueens|matmul|reduce",
+        "fork_join": r"fib|skynet|nqueens|matmul|reduce|skewed_head|skewed_tail",
         "tick": r"tick_frame(_1m)?",
         "coroutine": r"limiter_n\d+",
         "scheduler": r"wake_latency_p(50|99)"}

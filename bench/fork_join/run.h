@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace workloads {
@@ -225,6 +226,23 @@ void run_all(const bench::options& chosen, const std::string& system, unsigned t
         check(std::fabs(sum - expected_sum) <= 1e-9 * std::fabs(expected_sum), "reduce");
       });
       bench::record(chosen, system, "reduce", std::to_string(terms), threads, reduce_runs, 0);
+    }
+
+    // The cost of the skewed loops gathers at one end of the range: 1,000 of 100,000
+    // iterations, about 16 µs each (a fifth of that in the quick sizes).
+    const std::size_t skewed_count = 100'000;
+    const std::size_t skewed_steps = chosen.quick ? 3'200 : 16'000;
+    for (const auto& [row_name, costly_start] : {std::pair<const char*, std::size_t>{"skewed_head", 0},
+                                                 std::pair<const char*, std::size_t>{"skewed_tail", skewed_count - skewed_count / 100}}) {
+      const char* row = row_name;  // a copy: C++20 lambdas cannot capture structured bindings
+      const std::size_t costly_from = costly_start;
+      if (!row_wanted(row)) continue;
+      double expected_skewed = 0.0;
+      for (std::size_t i = costly_from; i < costly_from + skewed_count / 100; ++i) expected_skewed += skewed_term(i, skewed_steps);
+      auto skewed_runs = bench::time_runs(chosen.runs, [&] {
+        check(skewed_loop<S>(skewed_count, costly_from, skewed_steps) == expected_skewed, row);
+      });
+      bench::record(chosen, system, row, std::to_string(skewed_count), threads, skewed_runs, 0);
     }
 
     run_shapes<S>(chosen, system, threads, board_counts, integrate_uppers, quadrant_sizes, task_cap);

@@ -142,6 +142,29 @@ long mandelbrot(std::size_t width) {
   return total;
 }
 
+// skewed_term is one costly iteration of the skewed loops: `steps` dependent multiply-adds.
+// Opaque for the reason matmul_row is.
+WORKLOADS_OPAQUE inline double skewed_term(std::size_t i, std::size_t steps) {
+  double x = 1.0 + static_cast<double>(i % 7) * 1e-3;
+  for (std::size_t step = 0; step < steps; ++step) x = x * 1.0000001 + 1e-9;
+  return x;
+}
+
+// skewed_loop: `n` iterations whose whole cost lies in the hundredth of the range starting
+// at `costly_from`, `steps` each; the rest do nothing. A loop cut into fixed batches leaves
+// that hundredth to the one thread whose batch holds it.
+template <class S>
+double skewed_loop(std::size_t n, std::size_t costly_from, std::size_t steps) {
+  std::vector<double> out(n, 0.0);
+  const std::size_t costly = n / 100;
+  S::parallel_for(n, [&](std::size_t i) {
+    if (i - costly_from < costly) out[i] = skewed_term(i, steps);  // wraps below costly_from: skipped
+  });
+  double total = 0.0;
+  for (double each : out) total += each;
+  return total;
+}
+
 // reduce_term is the compute-bound map of the reduce workload (a square root and a
 // sine), the kind of per-element work a parallel reduction is worth it for. Opaque
 // for the reason matmul_row is: inlined, the serial baseline's loop and the parallel
