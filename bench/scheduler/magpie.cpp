@@ -7,6 +7,7 @@
 #include <magpie/detail/atomics.h>
 #include <magpie/detail/task_pool.h>
 #include <magpie/scheduler.h>
+#include <magpie/task.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -79,6 +80,18 @@ int main(int argc, char** argv) {
   const std::uint64_t jobs = chosen.quick ? (1u << 16) : (1u << 18);
   const std::string param = std::to_string(jobs);
   for (unsigned threads : chosen.threads) {
+    // A scheduler made, given one task to run and wait for, and destroyed: what a program,
+    // a test case or a tool that makes its own pays each time; from a plain thread.
+    const int cycles = chosen.quick ? 50 : 200;
+    auto lifecycle = bench::time_runs(chosen.runs, [&] {
+      for (int cycle = 0; cycle < cycles; ++cycle) {
+        magpie::scheduler own(bench::magpie_options(threads));
+        own.launch("empty", [] {}).wait();
+      }
+    });
+    bench::record(chosen, "magpie", "scheduler_lifecycle", std::to_string(cycles), threads, lifecycle,
+                  static_cast<std::uint64_t>(cycles));
+
     magpie::scheduler pool(bench::magpie_options(threads));
     // The calling thread takes part as the game thread: its launches go to its own deque,
     // which the workers steal from (UE's game-thread local queue).

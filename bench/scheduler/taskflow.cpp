@@ -35,6 +35,17 @@ int main(int argc, char** argv) {
     });
     bench::record(chosen, "taskflow", "empty_jobs_from_worker", param, threads, from_worker, jobs);
 
+    // An executor made, given one task to run and wait for, and destroyed (magpie.cpp's peer).
+    const int cycles = chosen.quick ? 50 : 200;
+    auto lifecycle = bench::time_runs(chosen.runs, [&] {
+      for (int cycle = 0; cycle < cycles; ++cycle) {
+        tf::Executor own(threads);
+        own.async([] {}).wait();
+      }
+    });
+    bench::record(chosen, "taskflow", "scheduler_lifecycle", std::to_string(cycles), threads, lifecycle,
+                  static_cast<std::uint64_t>(cycles));
+
     if (threads == 1) continue;  // as the peers: idle and wake-up figures with workers to park
 
     std::vector<double> idle_cpu;

@@ -39,6 +39,23 @@ int main(int argc, char** argv) {
     });
     bench::record(chosen, "tbb", "empty_jobs_from_worker", param, threads, from_worker, jobs);
 
+    // An arena made, given one task to run and wait for, and destroyed (magpie.cpp's peer).
+    // oneTBB's worker threads live in a process-wide pool that outlives its arenas, so this
+    // makes no thread: the peer of a scheduler's lifecycle that magpie and Taskflow pay.
+    const int cycles = chosen.quick ? 50 : 200;
+    auto lifecycle = bench::time_runs(chosen.runs, [&] {
+      for (int cycle = 0; cycle < cycles; ++cycle) {
+        tbb::task_arena own(static_cast<int>(threads));
+        own.execute([] {
+          tbb::task_group group;
+          group.run([] {});
+          group.wait();
+        });
+      }
+    });
+    bench::record(chosen, "tbb", "scheduler_lifecycle", std::to_string(cycles), threads, lifecycle,
+                  static_cast<std::uint64_t>(cycles));
+
     if (threads == 1) continue;
 
     std::vector<double> idle_cpu;

@@ -114,10 +114,6 @@ bool scheduler::impl::accepts_from_this_thread() const {
   return context.owner == this && (context.self != nullptr || context.running > 0);
 }
 
-namespace {
-
-}  // namespace
-
 // Out of line and cold: schedule() stays a leaf-like function with a small frame.
 [[gnu::cold, gnu::noinline]] void detail::discard_late_work(work_item* item, const char* where) {
   std::string name = item->name;  // the handler may free the item
@@ -305,7 +301,9 @@ work_item* scheduler::impl::search(worker& self, detail::event_count<>& wake, bo
       for (int pause = 0; pause < pauses; ++pause) detail::cpu_relax();
       pauses = std::min(pauses * 2, max_spin_pauses);
       item = find_work(&self);
-    } while (item == nullptr && std::chrono::steady_clock::now() < give_up);
+      // Once shutdown has begun, the spin only delays it: it waits for every worker to park.
+      // relaxed: a hint; a worker that parks is woken by whatever is pushed after
+    } while (item == nullptr && std::chrono::steady_clock::now() < give_up && accepting.load(std::memory_order_relaxed));
   }
   // relaxed: the fence that follows (the hand-on's, or the park's prepare_wait) orders it
   // before this thread's next look, against wake_kind's fence
