@@ -297,10 +297,10 @@ TEST_CASE("parallel_for: threads that take halves never wait for them: no standb
   }
 }
 
-TEST_CASE("parallel_for: halves left under a batch's own work still run once, wherever they run") {
-  // A batch that launches tasks leaves them on its thread's deque above the halves split off
-  // before it: the thread cannot take those halves back directly and runs them later as
-  // any other work, or another thread takes them. Each must still run once and be counted.
+TEST_CASE("parallel_for: halves left under the iterations' own work still run once, wherever they run") {
+  // Iterations that launch tasks leave them on their thread's deque above the halves split
+  // off before them: the thread cannot take those halves back directly and runs them later
+  // as any other work, or another thread takes them. Each must still run once and be counted.
   for (unsigned workers : test::wide_worker_counts) {
     CAPTURE(workers);
     no_leaks leaks;
