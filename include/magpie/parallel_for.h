@@ -31,7 +31,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -59,7 +58,13 @@ struct loop_plan {
   priority at = priority::normal;
 };
 
-loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noexcept;
+// plan_loop plans a loop for the calling thread's scheduler. With `blocks_per_thread`, the
+// grain is raised so that the range holds at most that many grains per thread: a reduce's
+// blocks, each folded on its own.
+loop_plan plan_loop(std::size_t count, const parallel_for_options& options, std::size_t blocks_per_thread = 0) noexcept;
+
+// reduce_blocks_per_thread is how finely parallel_reduce cuts its range into blocks.
+inline constexpr std::size_t reduce_blocks_per_thread = 16;
 
 // divide_rounding_up is ⌈dividend / divisor⌉ (divisor > 0). The usual
 // (dividend + divisor - 1) / divisor wraps once either is near SIZE_MAX: a huge
@@ -86,58 +91,38 @@ struct for_loop {
   void finish(segment&&, std::size_t) const noexcept {}
 };
 
-// reduce_segment is a fold of one segment, kept until the caller folds them in order.
-template <class T>
-struct reduce_segment {
-  reduce_segment* next;
-  std::size_t first;
-  T folded;
-};
-
-// reduce_loop folds map(i) with `combine` over each segment, left to right, and keeps each
-// segment's fold on a list; the caller folds the list in order of `first`.
+// reduce_loop folds map(i) with `combine` over each block of `block` iterations (the
+// plan's grain: pieces start on block boundaries, so one thread runs a block whole), left
+// to right from `identity`, into partial[block index]; the caller folds the blocks in
+// order. The blocks depend only on the count, the options and the thread count, so a
+// floating-point reduce gives the same answer on every run with the same threads.
 template <class T, class Map, class Combine>
 struct reduce_loop {
   const T& identity;
   Map& map;
   Combine& combine;
-  std_atomics::atomic<reduce_segment<T>*> folded{nullptr};
+  std::vector<T>& partial;
+  std::size_t block;
+  std::size_t count;
 
   struct segment {
     T folded;
   };
   segment start(std::size_t) const { return segment{identity}; }
   void run(segment& each, std::size_t begin, std::size_t end) const {
-    for (std::size_t i = begin; i < end; ++i) each.folded = combine(std::move(each.folded), map(i));
-  }
-  void finish(segment&& each, std::size_t first) {
-    auto* kept = new reduce_segment<T>{folded.load(std::memory_order_relaxed), first, std::move(each.folded)};  // relaxed: only the CAS's guess
-    // release: the caller's acquire exchange sees the fold whole
-    while (!folded.compare_exchange_weak(kept->next, kept, std::memory_order_release, std::memory_order_relaxed)) {
+    while (begin < end) {
+      std::size_t block_start = begin - begin % block;
+      std::size_t block_end = block_start + std::min(block, count - block_start);  // cannot wrap
+      std::size_t stop = std::min(end, block_end);
+      for (std::size_t i = begin; i < stop; ++i) each.folded = combine(std::move(each.folded), map(i));
+      begin = stop;
+      if (begin == block_end) {
+        partial[block_start / block] = std::move(each.folded);
+        each.folded = identity;
+      }
     }
   }
-  // take_all empties the list, sorted by `first`: the order the segments fold in.
-  std::vector<std::unique_ptr<reduce_segment<T>>> take_all() {
-    std::vector<std::unique_ptr<reduce_segment<T>>> all;
-    // acquire: pairs with finish's release CAS
-    for (reduce_segment<T>* each = folded.exchange(nullptr, std::memory_order_acquire); each != nullptr;) {
-      reduce_segment<T>* next = each->next;
-      all.emplace_back(each);  // emplace_back may throw: the rest are freed by the next take_all
-      each = next;
-      folded.store(each, std::memory_order_relaxed);  // relaxed: only this thread looks now
-    }
-    folded.store(nullptr, std::memory_order_relaxed);  // relaxed: as above
-    std::sort(all.begin(), all.end(), [](const auto& left, const auto& right) { return left->first < right->first; });
-    return all;
-  }
-  ~reduce_loop() {
-    // acquire: pairs with finish's release CAS (segments left by a loop that threw)
-    for (reduce_segment<T>* each = folded.load(std::memory_order_acquire); each != nullptr;) {
-      reduce_segment<T>* next = each->next;
-      delete each;
-      each = next;
-    }
-  }
+  void finish(segment&&, std::size_t) const noexcept {}
 };
 
 // loop_subtree accounts for a range that a thread other than the loop's caller took (a
@@ -152,7 +137,8 @@ struct reduce_loop {
 // subtree, or the loop's group. So the loop's shared counter changes once per steal, not
 // once per half, and no thread but the caller waits for anything. `owed` counts modulo
 // 2^32: it stays below zero until the taker settles, and no subtraction before that can
-// end at zero, since far fewer than 2^32 halves of one subtree are ever in flight.
+// end at zero, since fewer halves of one subtree are taken than the loop has grains, far
+// fewer than 2^32 in any loop that ends.
 struct loop_subtree {
   std_atomics::atomic<std::uint32_t> owed{0};
   loop_subtree* parent = nullptr;  // where the taken piece is counted; nullptr: the loop's group
@@ -280,7 +266,10 @@ struct loop_runner {
       while (next < last) {
         if (loop.group.has_exception()) return;
         if (may_halve && wants_half(plan, own, last - next)) {
-          std::size_t middle = next + (last - next) / 2;
+          // `next` is a multiple of the grain (steps are), and so is the middle: a piece
+          // starts on a grain's boundary (a reduce's block).
+          std::size_t half = (last - next) / 2;
+          std::size_t middle = next + (half - half % plan.grain);
           push_half(loop, counted_in, middle, last);
           ++pushed;
           last = middle;
@@ -388,16 +377,19 @@ void parallel_for(std::size_t count, Body&& body, parallel_for_options options =
 }
 
 // parallel_reduce combines map(i) over [0, count) with `combine`, starting from
-// `identity`: each thread folds the iterations it runs left to right, then the caller
-// folds those in order, so an associative `combine` gives the serial answer even if it
-// does not commute.
+// `identity`. The range is cut into blocks (at most sixteen per thread, none below
+// `min_batch_size`); each block folds left to right from `identity`, then the blocks fold
+// in order. So an associative `combine` gives the serial answer even if it does not
+// commute, and a floating-point sum the same answer on every run with the same threads.
 template <class T, class Map, class Combine>
 T parallel_reduce(std::size_t count, T identity, Map&& map, Combine&& combine, parallel_for_options options = {}) {
-  detail::loop_plan plan = detail::plan_loop(count, options);
-  detail::reduce_loop<T, std::remove_reference_t<Map>, std::remove_reference_t<Combine>> loop{identity, map, combine};
+  detail::loop_plan plan = detail::plan_loop(count, options, detail::reduce_blocks_per_thread);
+  std::vector<T> partial(count == 0 ? 0 : detail::divide_rounding_up(count, plan.grain), identity);
+  detail::reduce_loop<T, std::remove_reference_t<Map>, std::remove_reference_t<Combine>> loop{
+      identity, map, combine, partial, plan.grain, count};
   detail::run_loop(plan, loop);
   T result = std::move(identity);
-  for (auto& each : loop.take_all()) result = combine(std::move(result), std::move(each->folded));
+  for (T& each : partial) result = combine(std::move(result), std::move(each));
   return result;
 }
 

@@ -30,26 +30,34 @@ std::size_t threads_with_caller(unsigned workers) noexcept {
 
 }  // namespace
 
-loop_plan plan_loop(std::size_t count, const parallel_for_options& options) noexcept {
+loop_plan plan_loop(std::size_t count, const parallel_for_options& options, std::size_t blocks_per_thread) noexcept {
   loop_plan plan;
   plan.count = count;
   plan.grain = std::max(options.min_batch_size, std::size_t{1});
   plan.longest_step = plan.grain;
   plan.eager_piece = plan.grain;
-  if (count == 0 || options.force_single_thread) return plan;
-  scheduler& owner = scheduler_for_free_functions();
-  std::size_t threads = threads_with_caller(owner.worker_count());
-  if (options.background_priority) {
-    threads = threads_with_caller(owner.background_worker_count());
-    plan.at = priority::background_normal;
+  if (count == 0) return plan;
+  std::size_t threads = 1;
+  if (!options.force_single_thread) {
+    scheduler& owner = scheduler_for_free_functions();
+    threads = threads_with_caller(owner.worker_count());
+    if (options.background_priority) {
+      threads = threads_with_caller(owner.background_worker_count());
+      plan.at = priority::background_normal;
+    }
+  }
+  if (blocks_per_thread != 0) {
+    plan.grain = std::max(plan.grain, divide_rounding_up(count, saturating_multiply(threads, blocks_per_thread)));
   }
   plan.shared = threads > 1 && count / 2 >= plan.grain;
   // A step is short enough that a thread looks at its deque many times in its share of the
   // loop, and long enough that the look costs nothing beside it; unbalanced loops look more
-  // often. A thread without a deque cannot tell whether its halves were taken, so it halves
+  // often. Steps are whole grains, so that a thread halves its range on a grain's boundary.
+  // A thread without a deque cannot tell whether its halves were taken, so it halves
   // eagerly, down to a few pieces per thread.
   std::size_t looks = options.unbalanced ? 256 : 64;
   plan.longest_step = std::max(plan.grain, divide_rounding_up(count, saturating_multiply(threads, looks)));
+  plan.longest_step -= plan.longest_step % plan.grain;
   std::size_t pieces = options.unbalanced ? 16 : 4;
   plan.eager_piece = std::max(plan.grain, divide_rounding_up(count, saturating_multiply(threads, pieces)));
   return plan;
