@@ -51,7 +51,7 @@ namespace detail {
 // loop_plan is how a loop of `count` iterations is shared out.
 struct loop_plan {
   std::size_t count = 0;
-  std::size_t grain = 1;         // fewest iterations in a piece (min_batch_size, at least one)
+  std::size_t grain = 1;         // pieces start on multiples of it (min_batch_size, or a reduce's block)
   std::size_t longest_step = 1;  // most iterations a thread runs between two looks at its deque
   std::size_t eager_piece = 1;   // a thread without a deque of its own halves its range down to this
   bool shared = false;           // other threads may take part
