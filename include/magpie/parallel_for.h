@@ -74,21 +74,20 @@ constexpr std::size_t divide_rounding_up(std::size_t dividend, std::size_t divis
 }
 
 // A loop body, for the runner, is a type with
-//   segment start(first);                run(segment&, begin, end);   finish(segment&&, first);
-// The iterations one thread runs in one go, [first, some end), form a segment: `run` is
-// called on adjacent ranges of it in order, then `finish` once. Segments cover the range
-// without overlapping; a thread takes one up wherever a piece starts.
+//   segment start();    run(segment&, begin, end);
+// The iterations one thread runs in one go form a segment: `run` is called on adjacent
+// ranges of it, in order, with the state `start` made for it. Segments cover the range
+// without overlapping, and each starts on a multiple of the plan's grain.
 
 // for_loop runs `body(i)` for each iteration: its segments keep nothing.
 template <class Body>
 struct for_loop {
   Body& body;
   struct segment {};
-  segment start(std::size_t) const noexcept { return {}; }
+  segment start() const noexcept { return {}; }
   void run(segment&, std::size_t begin, std::size_t end) const {
     for (std::size_t i = begin; i < end; ++i) body(i);
   }
-  void finish(segment&&, std::size_t) const noexcept {}
 };
 
 // reduce_loop folds map(i) with `combine` over each block of `block` iterations (the
@@ -108,7 +107,7 @@ struct reduce_loop {
   struct segment {
     T folded;
   };
-  segment start(std::size_t) const { return segment{identity}; }
+  segment start() const { return segment{identity}; }
   void run(segment& each, std::size_t begin, std::size_t end) const {
     while (begin < end) {
       std::size_t block_start = begin - begin % block;
@@ -122,7 +121,6 @@ struct reduce_loop {
       }
     }
   }
-  void finish(segment&&, std::size_t) const noexcept {}
 };
 
 // loop_subtree accounts for a range that a thread other than the loop's caller took (a
@@ -260,7 +258,7 @@ struct loop_runner {
                         std::size_t last, std::uint32_t& pushed, bool may_halve) noexcept {
     const loop_plan& plan = loop.plan;
     try {
-      auto segment = loop.body.start(first);
+      auto segment = loop.body.start();
       std::size_t next = first;
       std::size_t step = plan.grain;
       while (next < last) {
@@ -280,8 +278,7 @@ struct loop_runner {
         next = end;
         step = step < plan.longest_step / 2 ? step * 2 : plan.longest_step;
       }
-      loop.body.finish(std::move(segment), first);
-    } catch (...) {  // an iteration threw, or no memory to queue a half or keep a fold
+    } catch (...) {  // an iteration threw, or no memory to queue a half
       loop.group.child_failed(std::current_exception());
     }
   }
@@ -355,9 +352,8 @@ template <class Loop>
 void run_loop(const loop_plan& plan, Loop& body) {
   if (plan.count == 0) return;
   if (!plan.shared) {
-    auto segment = body.start(0);
+    auto segment = body.start();
     body.run(segment, 0, plan.count);
-    body.finish(std::move(segment), 0);
     return;
   }
   task_group group;
