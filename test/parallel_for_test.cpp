@@ -246,9 +246,9 @@ TEST_CASE("parallel_for: unbalanced bodies: every index once, with the right res
 }
 
 TEST_CASE("parallel_for: a costly end of the range is shared between threads") {
-  // All the cost is in the last 5 % of the range: each of those iterations sleeps. Cut
-  // into fixed batches, that end fell in one batch and ran on one thread while the others
-  // idled; halved as threads run out of work, it is spread over them.
+  // All the cost is in the last 5 % of the range: each of those iterations sleeps. A range
+  // cut into fixed batches would leave that end to the one thread whose batch holds it;
+  // halved whenever a thread runs out of work, it must reach at least two threads.
   for (unsigned workers : {1u, 2u, 4u}) {
     CAPTURE(workers);
     no_leaks leaks;
