@@ -67,6 +67,44 @@ TEST_CASE("injection_queue: items from several producers keep each producer's or
   CHECK(queue.try_pop() == nullptr);
 }
 
+TEST_CASE("injection_queue: a queue nobody pushed to is empty") {
+  injection_queue<item> queue;
+  CHECK(queue.try_pop() == nullptr);
+  CHECK(queue.size_approx() == 0);
+}
+
+TEST_CASE("injection_queue: first pushes racing from several threads all land, while a consumer looks") {
+  // The queue's storage is made by the first push: several threads may make it at once.
+  constexpr int producers = 4;
+  for (int round = 0; round < 200; ++round) {
+    injection_queue<item> queue;
+    std::vector<item> items(producers);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p) {
+      threads.emplace_back([&, p] {
+        items[static_cast<std::size_t>(p)] = {p, 0};
+        ready.fetch_add(1);
+        while (ready.load() < producers + 1) std::this_thread::yield();
+        queue.push(&items[static_cast<std::size_t>(p)]);
+      });
+    }
+    while (ready.load() < producers) std::this_thread::yield();
+    ready.fetch_add(1);
+    std::vector<int> seen(producers, 0);
+    int received = 0;
+    while (received < producers) {
+      if (item* next = queue.try_pop()) {
+        ++seen[static_cast<std::size_t>(next->producer)];
+        ++received;
+      }
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(queue.try_pop() == nullptr);
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int count) { return count == 1; }));
+  }
+}
+
 TEST_CASE("counted_injection_queue: looks empty exactly while no item is left to claim") {
   counted_injection_queue<item> queue;
   item a{0, 0};

@@ -64,12 +64,16 @@ struct named_queue {
   std::atomic<bool> return_requested{false};
 };
 
+// small_deque_capacity is the first ring of the deques every scheduler holds sixteen of
+// each (lent and named) and most never use; a deque that fills grows.
+inline constexpr std::int64_t small_deque_capacity = 32;
+
 // lent_deque is a deque lent to a thread outside the pool (neither a worker nor attached)
 // that launches on the scheduler: its normal-priority launches go there, workers steal from
 // it, and its waits take their tasks back from it, as an attached thread's do
 // (lib/scheduler/lent_deques.cpp). A thread keeps it until it exits.
 struct lent_deque {
-  detail::work_stealing_deque<work_item*> deque;
+  detail::work_stealing_deque<work_item*> deque{small_deque_capacity};
   std::atomic<bool> lent{false};
 };
 
@@ -80,7 +84,7 @@ struct named_thread_state {
   std::array<named_queue, 2> queues;  // indexed by thread_queue
   detail::event_count<> wake;
   std::atomic<bool> attached{false};
-  detail::work_stealing_deque<work_item*> deque;
+  detail::work_stealing_deque<work_item*> deque{small_deque_capacity};
   // blocked_waiter is the event count the attached thread is blocked on inside a wait (else
   // nullptr): a send to its queues wakes it there too, since its wait runs its queues'
   // work (lib/tasks/task_wait.cpp). Event counts waited on are never freed.

@@ -17,17 +17,19 @@
 
 #include <magpie/detail/atomics.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <thread>
 
 namespace magpie::detail {
 
 // basic_injection_queue is the untyped queue of non-null pointers.
+// The moodycamel queue behind it is made by the first push: a scheduler holds dozens of
+// these (four per named thread) and most never see an item.
 class basic_injection_queue {
  public:
-  basic_injection_queue();
+  basic_injection_queue() noexcept = default;
   ~basic_injection_queue();
   basic_injection_queue(const basic_injection_queue&) = delete;
   basic_injection_queue& operator=(const basic_injection_queue&) = delete;
@@ -44,7 +46,8 @@ class basic_injection_queue {
 
  private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  impl& made();
+  std::atomic<impl*> impl_{nullptr};  // null until the first push
 };
 
 // injection_queue is basic_injection_queue typed for `T*`.
