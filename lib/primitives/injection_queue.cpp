@@ -20,31 +20,32 @@ struct basic_injection_queue::impl {
 
 basic_injection_queue::~basic_injection_queue() { delete impl_.load(std::memory_order_relaxed); }  // relaxed: no push or pop is left
 
-basic_injection_queue::impl& basic_injection_queue::made() {
+basic_injection_queue::impl& basic_injection_queue::storage() {
   // acquire: pairs with the release of the CAS below, so the queue is seen constructed
   if (impl* existing = impl_.load(std::memory_order_acquire)) return *existing;
   auto fresh = std::make_unique<impl>();
   impl* expected = nullptr;
-  // acq_rel: release publishes the constructed queue; acquire reads the one another push made
-  if (impl_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel, std::memory_order_acquire)) {
+  // release: publishes the constructed queue (the winner read null: nothing to acquire);
+  // acquire on failure: the loser enqueues into the queue another first push constructed
+  if (impl_.compare_exchange_strong(expected, fresh.get(), std::memory_order_release, std::memory_order_acquire)) {
     return *fresh.release();
   }
   return *expected;  // another push made it first; ours is freed
 }
 
 void basic_injection_queue::push(void* item) {
-  if (!made().queue.enqueue(item)) throw std::bad_alloc();
+  if (!storage().queue.enqueue(item)) throw std::bad_alloc();
 }
 
 void* basic_injection_queue::try_pop() noexcept {
-  impl* made = impl_.load(std::memory_order_acquire);  // acquire: pairs with made()'s CAS
+  impl* existing = impl_.load(std::memory_order_acquire);  // acquire: pairs with storage()'s CAS
   void* item = nullptr;
-  return made != nullptr && made->queue.try_dequeue(item) ? item : nullptr;
+  return existing != nullptr && existing->queue.try_dequeue(item) ? item : nullptr;
 }
 
 std::size_t basic_injection_queue::size_approx() const noexcept {
-  const impl* made = impl_.load(std::memory_order_acquire);  // acquire: pairs with made()'s CAS
-  return made != nullptr ? made->queue.size_approx() : 0;
+  const impl* existing = impl_.load(std::memory_order_acquire);  // acquire: pairs with storage()'s CAS
+  return existing != nullptr ? existing->queue.size_approx() : 0;
 }
 
 }  // namespace magpie::detail
