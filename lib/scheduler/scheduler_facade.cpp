@@ -46,8 +46,8 @@ std::optional<unsigned> threads_from_environment() noexcept {
 unsigned default_worker_count() noexcept {
   // N threads of foreground work counting the caller: N − 1 workers.
   if (std::optional<unsigned> threads = threads_from_environment()) return *threads - 1;
-  // Read once: the standard library asks the kernel (a file read on Linux) on every call,
-  // which costs a scheduler's construction more than its queues do.
+  // Read once: the standard library asks the kernel on every call (a file read on Linux),
+  // which every default scheduler_options would otherwise pay.
   static const unsigned hardware = std::thread::hardware_concurrency();
   return hardware > 1 ? hardware - 1 : 1;
 }

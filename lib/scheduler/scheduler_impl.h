@@ -64,8 +64,8 @@ struct named_queue {
   std::atomic<bool> return_requested{false};
 };
 
-// small_deque_capacity is the first ring of the deques every scheduler holds sixteen of
-// each (lent and named) and most never use; a deque that fills grows.
+// small_deque_capacity is the first ring's size for the lent and the named threads' deques:
+// a scheduler holds sixteen of each and most stay unused; one that fills grows.
 inline constexpr std::int64_t small_deque_capacity = 32;
 
 // lent_deque is a deque lent to a thread outside the pool (neither a worker nor attached)

@@ -46,7 +46,7 @@ class basic_injection_queue {
 
  private:
   struct impl;
-  impl& storage();  // made by the first push
+  impl& storage();
   std::atomic<impl*> impl_{nullptr};  // null until the first push
 };
 
