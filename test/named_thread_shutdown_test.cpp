@@ -28,7 +28,7 @@ TEST_SUITE("named_thread_shutdown") {
 
 // A render thread processing its queue when the scheduler shuts down (or is destroyed) is
 // part of the drain: everything queued for it runs, then its processing call returns, and
-// only then is the scheduler freed.
+// only then is the scheduler freed; a destructor also waits for the thread's detach.
 TEST_CASE("named_thread: shutdown lets a named thread that is processing run its queue, then ends the processing") {
   for (unsigned workers : worker_counts) {
     for (bool destroy : {false, true}) {
@@ -39,11 +39,15 @@ TEST_CASE("named_thread: shutdown lets a named thread that is processing run its
       scheduler* shared = pool.get();
       std::atomic<int> commands{0};
       std::atomic<bool> left{false};
+      std::atomic<bool> destroyed{false};
       std::thread render([&] {
         shared->attach(named_thread::render);
         shared->process_until_request_return(named_thread::render);
         left.store(true);
-        if (!destroy) shared->detach();  // the scheduler is still alive: shut down, not destroyed
+        // Process, then detach: a destructor that ended the processing waits for the detach,
+        // which the pause puts well after the processing call's return.
+        if (destroy) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!destroyed.load()) shared->detach();
       });
       while (!pool->is_processing(named_thread::render)) std::this_thread::yield();
       constexpr int sent = 100;
@@ -54,7 +58,8 @@ TEST_CASE("named_thread: shutdown lets a named thread that is processing run its
         });
       }
       if (destroy) {
-        pool.reset();  // the render thread never detached: reported, and it must not touch it again
+        pool.reset();
+        destroyed.store(true);
       } else {
         pool->shutdown();
       }
@@ -66,11 +71,7 @@ TEST_CASE("named_thread: shutdown lets a named thread that is processing run its
       if (left.load() || pool != nullptr) render.join();
       else render.detach();
       CHECK(commands.load() == sent);
-      for (const auto& each : recorder.reports()) {
-        CHECK(each.kind != magpie::diagnostic_kind::never_ran);
-        if (destroy) CHECK(each.message.find("still attached") != std::string::npos);
-      }
-      CHECK(recorder.count() == (destroy ? 1u : 0u));
+      CHECK(recorder.count() == 0);
       pool.reset();
     }
   }

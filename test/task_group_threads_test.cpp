@@ -209,6 +209,21 @@ TEST_CASE("task_group: the children a plain thread joins of a group of a named s
   }
 }
 
+namespace {
+int execute_calls = 0;
+void count_execute_call() { ++execute_calls; }
+int answer_of_execute() { return 42; }
+}  // namespace
+
+TEST_CASE("task_group: execute takes a function by its name, void or not") {
+  scheduler pool(test::options_with(1));
+  execute_calls = 0;
+  pool.execute(count_execute_call);
+  pool.execute(&count_execute_call);
+  CHECK(execute_calls == 2);
+  CHECK(pool.execute(answer_of_execute) == 42);
+}
+
 TEST_CASE("task_group: execute returns values and references, propagates exceptions and nests") {
   no_leaks leaks;
   scheduler first(test::options_with(1));

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -253,6 +255,81 @@ TEST_CASE("wait: deep chains of waits inside bodies do not overflow a worker's s
   CHECK(pool.counters().standby_workers > 1);  // the stretches ran on several threads
 }
 
+namespace {
+
+// chain_on_small_stack is a chain of `links` tasks, each waiting in its body for the one
+// launched before it, launched and waited for from a thread of its own with a stack of
+// `stack_bytes` (std::thread cannot set one). `started` counts the bodies begun.
+struct chain_on_small_stack {
+  scheduler* pool;
+  int links;
+  std::atomic<int>* started;
+  long result = -1;
+
+  static void* run(void* raw) {
+    auto& chain = *static_cast<chain_on_small_stack*>(raw);
+    std::atomic<int>& started = *chain.started;
+    std::vector<task<long>> tasks;
+    tasks.reserve(static_cast<std::size_t>(chain.links));
+    tasks.push_back(chain.pool->launch("link", [&started] {
+      started.fetch_add(1);
+      return 0L;
+    }));
+    for (int i = 1; i < chain.links; ++i) {
+      tasks.push_back(chain.pool->launch("link", [&started, before = tasks.back()] {
+        started.fetch_add(1);
+        return before.get_result() + 1;
+      }));
+    }
+    chain.result = tasks.back().get_result();
+    return nullptr;
+  }
+
+  void run_on_thread(std::size_t stack_bytes) {
+    pthread_attr_t attributes;
+    REQUIRE(pthread_attr_init(&attributes) == 0);
+    REQUIRE(pthread_attr_setstacksize(&attributes, stack_bytes) == 0);
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, &attributes, &chain_on_small_stack::run, this) == 0);
+    pthread_attr_destroy(&attributes);
+    pthread_join(thread, nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("wait: a chain of waits from a thread outside the pool goes as deep as its stack allows, then leaves the rest") {
+  // Retraction runs the 20,000 links on the waiting thread's stack, one body inside the
+  // next: about 20 MiB, on a stack of 4. The one worker spins meanwhile (no blocking wait,
+  // so no standby starts), until the bodies stop starting: the thread must stop short of its
+  // stack's end and block, and the worker then runs what it left.
+  no_leaks leaks;
+  scheduler pool(test::options_with(1));
+  constexpr int links = 20'000;
+  std::atomic<int> started{0};
+  std::atomic<bool> spinning{false};
+  task<> spinner = pool.launch("spinner", [&] {
+    spinning.store(true);
+    int seen = -1;
+    auto since = std::chrono::steady_clock::now();
+    while (started.load() < links) {
+      auto now = std::chrono::steady_clock::now();
+      if (int now_started = started.load(); now_started != seen) {
+        seen = now_started;
+        since = now;
+      } else if (now - since > std::chrono::milliseconds(50)) {
+        break;
+      }
+      std::this_thread::yield();
+    }
+  });
+  while (!spinning.load()) std::this_thread::yield();
+  chain_on_small_stack chain{&pool, links, &started};
+  chain.run_on_thread(std::size_t{4} << 20);
+  CHECK(chain.result == links - 1);
+  spinner.wait();
+}
+
 TEST_CASE("wait: with every thread blocked and no standby left to start, the last one runs queued work") {
   // One worker and a standby cap of 0: each blocker blocks its thread on an event that only
   // the opener, launched last, triggers, and a standby past the cap takes each blocked
@@ -288,6 +365,40 @@ TEST_CASE("wait: with every thread blocked and no standby left to start, the las
   // opener run.
   CHECK(pool.counters().standby_workers == 64);
   CHECK(recorder.count() >= 1);
+  for (auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::limit_reached);
+}
+
+TEST_CASE("wait: a body the last thread standing helped, waiting for the body beneath it, is reported as the pool's doing") {
+  // As above, with as many blockers as threads: the last of them to block has nothing but
+  // `checker` to help with, which looks (without blocking) at every blocker, the one beneath
+  // it on the same stack included. That one cannot complete until `checker` returns: the
+  // report must say the pool put it there, not that the program waits inside its own body.
+  no_leaks leaks;
+  test::diagnostic_recorder recorder;
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;
+  options.max_standby_workers = 0;
+  scheduler pool(options);
+  task_event gate("gate", pool);
+  constexpr int blockers = 65;  // 1 worker + 64 standby threads past the cap of 0
+  std::vector<task<>> tasks;
+  for (int i = 0; i < blockers; ++i) tasks.push_back(pool.launch("blocker", [&] { gate.wait(); }));
+  std::atomic<int> beneath{0};
+  task<> checker = pool.launch("checker", [&] {
+    for (int i = 0; i < blockers; ++i) {
+      if (!tasks[static_cast<std::size_t>(i)].wait(std::chrono::nanoseconds(0)) && recorder.count_naming("'checker'") > 0) {
+        beneath.fetch_add(1);
+        break;
+      }
+    }
+  });
+  // Not a wait on `checker`: this thread would take it back and run it itself.
+  while (!checker.is_completed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.trigger();
+  magpie::wait_all(tasks);
+  CHECK(beneath.load() == 1);
+  CHECK(recorder.count_naming("ran task 'checker' on its own stack above task 'blocker'") == 1);
   for (auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::limit_reached);
 }
 

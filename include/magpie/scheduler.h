@@ -330,8 +330,13 @@ auto scheduler::execute(F&& f) -> std::invoke_result_t<F> {
   using result = std::invoke_result_t<F>;
   using callable = std::remove_reference_t<F>;
   if constexpr (std::is_void_v<result>) {
-    execute_erased([](void* state) { std::invoke(std::forward<F>(*static_cast<callable*>(state))); },
-                   std::addressof(f));
+    // Through a struct: a function named as itself has a function pointer for its address,
+    // which does not convert to void*.
+    struct call_state {
+      callable* function;
+    } state{std::addressof(f)};
+    execute_erased([](void* erased) { std::invoke(std::forward<F>(*static_cast<call_state*>(erased)->function)); },
+                   &state);
   } else {
     // A reference result is kept as a pointer; a value is moved out once.
     using kept = std::conditional_t<std::is_reference_v<result>, std::remove_reference_t<result>*,

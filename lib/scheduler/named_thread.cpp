@@ -43,6 +43,10 @@ namespace {
 
 std::string thread_name(std::uint32_t index) { return named_thread_name(index); }
 
+// detach_grace is how long the destructor waits for a named thread whose processing call
+// the shutdown ended to detach: long enough for a thread that only has to be scheduled again.
+constexpr std::chrono::seconds detach_grace{1};
+
 }  // namespace
 
 std::array<std::atomic<std::uint64_t>, 256> attachable_serial{};
@@ -215,6 +219,17 @@ bool drop_dead_attachment() noexcept {
 }
 
 void scheduler::impl::close_attachments() {
+  // A named thread whose processing call the shutdown ended usually detaches next (process,
+  // then detach): its detach must find this scheduler still here, so it is waited for, up to
+  // detach_grace. One that stays attached longer is reported below.
+  const auto give_up = stall_watch::clock::now() + detach_grace;
+  for (std::uint32_t index = 0; index < named_thread::max_count; ++index) {
+    if ((processing_ended & (std::uint32_t{1} << index)) == 0) continue;
+    // acquire: pairs with detach's release store, the thread's last touch of this scheduler
+    while (named[index].attached.load(std::memory_order_acquire) && stall_watch::clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
   // release: pairs with drop_dead_attachment's acquire load, after which an attached thread
   // knows this scheduler gone
   attachable_serial[slot.index()].store(0, std::memory_order_release);
@@ -340,6 +355,7 @@ bool scheduler::impl::end_named_processing() {
       // acquire: pairs with process_guard's release (what the processing ran is seen)
       if (!source.processing.load(std::memory_order_acquire)) continue;
       found = true;
+      processing_ended |= std::uint32_t{1} << index;
       // The processing thread runs what is queued, then sees the request: a loop of
       // process_until_request_return returns, a process_until_idle returns by itself.
       source.return_requested.store(true, std::memory_order_release);  // release: pairs with the loop's acq_rel exchange

@@ -200,7 +200,7 @@ blocking_scope::blocking_scope() : pool_(nullptr) {
 blocking_scope::~blocking_scope() {
   if (pool_ == nullptr) return;
   standby_pool& pool = *static_cast<standby_pool*>(pool_);
-  pool.owner->leave_blocking(pool);
+  pool.owner->leave_blocking(pool, *this_thread_context().self);  // the same thread and context as at entry
 }
 
 }  // namespace magpie

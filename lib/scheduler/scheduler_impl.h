@@ -36,6 +36,7 @@ struct worker {
   std::atomic<std::uint64_t> executed{0};
   std::atomic<std::uint64_t> stolen{0};
   std::uint64_t stolen_before_search = 0;  // owner-only: `stolen` when the last search began
+  std::uint64_t unblocked = 0;  // owner-only: its part of its standby pool's `unblocked`
   std::thread thread;
 
   void count(std::atomic<std::uint64_t>& counter) {
@@ -48,6 +49,10 @@ struct standby_pool {
   worker_kind kind = worker_kind::foreground;
   unsigned cap = 0;
   std::atomic<unsigned> blocked{0};  // workers of this kind inside a blocking_scope
+  // unblocked counts the blocking_scopes its threads left: less a thread's own part, the
+  // progress of the others while every thread is blocked, which the last thread standing
+  // watches before it helps (others_unblocked).
+  std::atomic<std::uint64_t> unblocked{0};
   std::atomic<unsigned> created{0};
   detail::event_count<> wake;        // standby workers not needed park here
   std::mutex creation;               // slow path only: creating a standby thread
@@ -335,11 +340,20 @@ struct scheduler::impl {
   bool wanted_standby(const worker& self) const;
   void enter_blocking(standby_pool& pool) noexcept;
   void start_standbys_for(standby_pool& pool, unsigned blocked) noexcept;
-  void leave_blocking(standby_pool& pool);
+  void leave_blocking(standby_pool& pool, worker& self);
   // would_stall says that if the calling pool thread blocked now, every thread of its kind
   // would be blocked with no standby left to start: nobody would run ready work. Its wait
   // then helps with queued work instead (lib/tasks/task_wait.cpp, docs/scheduler.md).
   bool would_stall(const worker& self) const noexcept;
+  // others_unblocked is how many times the pool's other threads (of either kind) have left a
+  // blocked wait: unchanged for a while, with every thread blocked, the pool is stuck rather
+  // than slow to wake.
+  std::uint64_t others_unblocked(const worker& self) const noexcept {
+    std::uint64_t all = 0;
+    // relaxed: a hint; a stale count makes the waiter nap once more before it helps
+    for (const standby_pool& pool : standby) all += pool.unblocked.load(std::memory_order_relaxed);
+    return all - self.unblocked;
+  }
   // pool_size is how many workers of `kind` the scheduler started with (standby ones aside).
   unsigned pool_size(worker_kind kind) const noexcept {
     return kind == worker_kind::foreground ? foreground_count
@@ -384,6 +398,10 @@ struct scheduler::impl {
   // processing is run empty by that thread, then its processing call is ended (as
   // request_return does) and waited for until it has returned. Whether it found any.
   bool end_named_processing();
+  // processing_ended has bit i set once a shutdown ended named thread i's processing call
+  // (end_named_processing): the destructor waits a while for that thread to detach
+  // (close_attachments). The shutting-down thread's own.
+  std::uint32_t processing_ended = 0;
   // run_one_named_item runs one item of named thread `index`'s queues (main, then local,
   // skipping a queue this thread is already processing); on that thread. An item of its
   // deque only on a scheduler without workers, where nobody else runs it: otherwise the

@@ -126,7 +126,7 @@ class waiter_policy {
         context_.named == static_cast<int>(task->target >> 2u)) {
       return false;
     }
-    if (last_thread_standing(owner)) return owner->facade.try_run_one();
+    if (last_thread_standing(owner)) return help_stuck_pool(owner);
     return false;
   }
 
@@ -151,7 +151,31 @@ class waiter_policy {
   }
   std::uint32_t named_index() const noexcept { return static_cast<std::uint32_t>(context_.named); }
 
+  // help_stuck_pool runs queued work as the last thread standing, but only once no other
+  // thread of the pool has left a blocked wait for stuck_after. Blocked threads that are
+  // merely slow to wake (a chain of waits unwinding one wake-up at a time, on fewer cores
+  // than threads) get going by themselves, while a body helped onto this stack could wait
+  // for the one beneath it. Meanwhile the wait naps.
+  bool help_stuck_pool(scheduler::impl* owner) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    std::uint64_t unblocked = owner->others_unblocked(*context_.self);
+    if (std::exchange(unblocked_at_last_look_, unblocked) != unblocked) {
+      progress_seen_at_ = now;
+      return false;
+    }
+    if (now - progress_seen_at_ < stuck_after) return false;
+    stuck_pool_help marked;
+    return owner->facade.try_run_one();
+  }
+
+  static constexpr std::chrono::milliseconds stuck_after{10};
+
   const thread_context& context_;
+  // unblocked_at_last_look_ is how many blocked waits the pool's other threads had left when
+  // this wait last looked as the last thread standing (none at first), and progress_seen_at_
+  // when that count last moved.
+  std::uint64_t unblocked_at_last_look_ = ~std::uint64_t{0};
+  std::chrono::steady_clock::time_point progress_seen_at_{};
 };
 
 // unattached_named_thread is a named thread of `owner` that no thread has attached and whose
@@ -287,7 +311,7 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
     } clear_waiter{own_queues};
     auto key = events.prepare_wait();
     bool completed = task->subsequents.is_closed() || task->state.has_finished_after_announcing();
-    if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here())) {
+    if (completed || (task->state.is_ready() && can_retract_here(task) && !too_deep_to_run_here(task))) {
       events.cancel_wait();
       continue;
     }

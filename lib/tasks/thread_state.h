@@ -48,6 +48,13 @@ struct stale_entry_estimate {
   unsigned misses = 0;
 };
 
+// stack_bounds is the calling thread's stack, as far as a deep wait needs it
+// (wait_retraction.cpp, stack_running_low): lowest is 0 until read, 1 when unknown.
+struct stack_bounds {
+  std::uintptr_t lowest = 0;
+  std::size_t size = 0;
+};
+
 // tasks_thread_state is the tasks layer's per-thread data. Every field is read and written
 // by its own thread only.
 struct tasks_thread_state {
@@ -59,6 +66,11 @@ struct tasks_thread_state {
   // pushed and popped by run_body, read by every wait and by current_task.
   running_frame* innermost_running = nullptr;
 
+  // The depth (running_frame::depth) of the body beneath the bodies this thread runs as the
+  // last thread standing of a stuck pool, 0 when it runs none (task_wait.cpp,
+  // stuck_pool_help): a body beneath it that one of them waits for is a cycle the pool made.
+  unsigned stuck_help_depth = 0;
+
   // Whether a held run was spilled during this thread's wait_alls in progress (held_runs.h),
   // and how many of them are in progress: the marker lasts until the last one returns.
   bool spilled_in_wait_all = false;
@@ -68,6 +80,9 @@ struct tasks_thread_state {
   // none: while it is set, a completion's ready loop runs at once only tasks of that site
   // (task.cpp, can_run_here), so the run starts nothing its rule would not.
   launch_site launch_order_run;
+
+  // This thread's stack, read by a wait past max_running_depth (wait_internal.h).
+  stack_bounds stack;
 
   // Retraction's estimate of the stale entries this thread left in its deque.
   stale_entry_estimate stale_entries;

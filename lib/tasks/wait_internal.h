@@ -20,20 +20,29 @@ namespace magpie::detail {
 // level runs a body on this stack).
 inline constexpr unsigned max_retraction_depth = 128;
 
-// max_running_depth bounds how many bodies a worker runs on its stack at once through
-// retraction (~1 KiB of magpie's frames each, plus the bodies' own): past it a worker's wait
-// blocks instead, and another thread runs the task (a standby worker, created past the cap
-// when every worker is blocked: lib/scheduler/scheduler.cpp). Threads outside the pool are not
-// bounded: with no worker, retraction is the only way their work runs.
+// max_running_depth bounds how many bodies a thread runs on its stack at once through
+// retraction (~1 KiB of magpie's frames each, plus the bodies' own): past it the wait blocks
+// instead, and another thread runs the task (a standby worker, created past the cap when
+// every worker is blocked: lib/scheduler/scheduler.cpp). Only where another thread will:
+// see too_deep_to_run_here.
 inline constexpr unsigned max_running_depth = 256;
 
 using task_deque = work_stealing_deque<work_item*>;
 
-// too_deep_to_run_here: a pool thread (of any scheduler) already runs max_running_depth
-// bodies on its stack.
-inline bool too_deep_to_run_here() noexcept {
+// leaves_deep_work_to_others: past max_running_depth, the calling thread leaves `task` to
+// other threads. A pool thread does (of any scheduler: a standby takes its place while it
+// blocks). A thread outside every pool does once a quarter of its stack is all that is left,
+// while `task`'s scheduler has workers: a chain of waits from `main` runs on `main`'s stack
+// as deep as that stack allows, and the workers take the rest. A named thread never does
+// (work bound to it runs nowhere else), nor a thread waiting on a scheduler without
+// workers: retraction is then the only way the work runs.
+bool leaves_deep_work_to_others(const task_base* task) noexcept;
+
+// too_deep_to_run_here: this thread already runs max_running_depth bodies on its stack and
+// leaves `task` to others.
+inline bool too_deep_to_run_here(const task_base* task) noexcept {
   return tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= max_running_depth &&
-         this_thread_context().pool_thread;
+         leaves_deep_work_to_others(task);
 }
 
 // can_retract_here: a task bound to a named thread runs only on that thread; a task whose

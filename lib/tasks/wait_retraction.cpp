@@ -6,6 +6,8 @@
 
 #include <magpie/diagnostics.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <string>
@@ -112,6 +114,20 @@ void retract_pipe_predecessor(task_base* task, unsigned depth) noexcept {
 // report_waiting_inside reports a wait that can never end: for `task` inside `running`,
 // which it waits for. Cold and out of line, so wait() keeps a small frame.
 [[gnu::cold, gnu::noinline]] void report_waiting_inside(const task_base* task, const task_base* running) noexcept {
+  const running_frame* beneath = tasks_tls.innermost_running;
+  while (beneath->task != running) beneath = beneath->outer;
+  if (beneath->depth <= tasks_tls.stuck_help_depth) {
+    // Not the program's cycle: the body waiting was helped onto this stack, above `running`,
+    // because every thread of the pool was blocked (task_wait.cpp, help_stuck_pool).
+    const task_base* helped = current_task_inline();
+    report(diagnostic_kind::limit_reached,
+           "scheduler: every thread of the pool was blocked and no more standby workers could start, so " +
+               calling_thread_name() + " ran task '" + helped->name + "' on its own stack above task '" +
+               running->name + "'; '" + helped->name + "' now waits for task '" + task->name +
+               "', which cannot complete until '" + helped->name +
+               "' returns, so this wait fails (raise scheduler_options::max_standby_workers, or block less inside tasks)");
+    return;
+  }
   if (running == task) {
     // The task is the one the caller is running (for a tick, the chunk of ticks running it).
     report(diagnostic_kind::misuse, std::string("task '") + task->name + "' waited for on " + calling_thread_name() +
@@ -244,7 +260,7 @@ bool run_taken_back_and_trim(task_base* task, unsigned depth, task_base* const* 
 // nothing: the caller runs what lies below it first, run_in_launch_order).
 [[gnu::always_inline]] inline std::optional<bool> take_back_and_run_one(task_base* task, unsigned depth, task_base* const* through,
                                                                         bool finish_open, bool* launch_order = nullptr) noexcept {
-  if (task->target != target_none || too_deep_to_run_here()) return std::nullopt;
+  if (task->target != target_none || too_deep_to_run_here(task)) return std::nullopt;
   waiter_deque found(task);
   task_deque* own = found.deque();
   if (own == nullptr) return std::nullopt;
@@ -267,6 +283,42 @@ event_count<>& waiters_of(const void* task) noexcept {
   static std::array<padded_event_count, 64> table;
   auto bits = reinterpret_cast<std::uintptr_t>(task) >> 6;  // tasks are 64-byte aligned
   return table[(bits ^ (bits >> 6) ^ (bits >> 12)) % table.size()].events;
+}
+
+namespace {
+
+// stack_running_low says whether less than a quarter of the calling thread's stack is left
+// below the caller's frame (stacks grow down on every target). The bounds are read once per
+// thread; where they cannot be read, the answer is yes.
+[[gnu::noinline]] bool stack_running_low() noexcept {
+  stack_bounds& bounds = tasks_tls.stack;
+  if (bounds.lowest == 0) {
+    bounds.lowest = 1;  // unknown, unless read below
+#if defined(__GLIBC__)
+    pthread_attr_t attributes;
+    if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
+      void* lowest = nullptr;
+      std::size_t size = 0;
+      if (pthread_attr_getstack(&attributes, &lowest, &size) == 0 && lowest != nullptr) {
+        bounds.lowest = reinterpret_cast<std::uintptr_t>(lowest);
+        bounds.size = size;
+      }
+      pthread_attr_destroy(&attributes);
+    }
+#endif
+  }
+  auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  return bounds.size == 0 || here < bounds.lowest || here - bounds.lowest < bounds.size / 4;
+}
+
+}  // namespace
+
+bool leaves_deep_work_to_others(const task_base* task) noexcept {
+  const thread_context& context = this_thread_context();
+  if (context.pool_thread) return true;
+  if (context.named >= 0 || !stack_running_low()) return false;
+  scheduler_pin pin(task->owner_index);
+  return pin.get() != nullptr && !pin.get()->workers.empty();
 }
 
 bool retract(task_base* task, unsigned depth, task_base* const* through, bool finish_open) noexcept {
@@ -300,7 +352,7 @@ bool retract(task_base* task, unsigned depth, task_base* const* through, bool fi
     }
     return task->is_completed();
   }
-  if (too_deep_to_run_here()) return task->is_completed();
+  if (too_deep_to_run_here(task)) return task->is_completed();
   // A thread outside the task's pool keeps the scheduler alive while it runs its work.
   scheduler_pin pin(task->owner_index);
   if (pin.get() == nullptr) return task->is_completed();  // retired, or closing: see can_retract_here
