@@ -12,6 +12,7 @@
 #include <new>
 #include <stdexcept>
 #include <chrono>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -370,6 +371,9 @@ TEST_CASE("task_group: destroyed without wait while children run is reported, th
   CHECK(ran.load() == 1);
   REQUIRE(recorder.count() == 1);
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+  std::ostringstream this_thread_id;
+  this_thread_id << std::this_thread::get_id();
+  CHECK(recorder.count_naming("destroyed on thread " + this_thread_id.str() + " with 1 children not joined") == 1);
 }
 
 TEST_CASE("task_group: wait from two threads at once is reported") {
@@ -383,10 +387,13 @@ TEST_CASE("task_group: wait from two threads at once is reported") {
     second = std::thread([&] { group.wait(); });
     while (recorder.count() == 0) std::this_thread::yield();
   });
+  std::ostringstream second_id;
   group.wait();
+  second_id << second.get_id();
   second.join();
   REQUIRE(recorder.count() == 1);
   CHECK(recorder.reports()[0].kind == diagnostic_kind::misuse);
+  CHECK(recorder.count_naming("task_group::wait called on thread " + second_id.str() + " while another thread waits") == 1);
 }
 
 TEST_CASE("task_group stress: fib on 1, 2 and 8 workers, repeated" * doctest::test_suite("stress")) {

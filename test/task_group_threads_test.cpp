@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -248,6 +249,19 @@ TEST_CASE("task_group: execute returns values and references, propagates excepti
     seen.push_back(scheduler::current());
   });
   CHECK(seen == std::vector<scheduler*>{&first, &second, &first, &second, &first});
+}
+
+TEST_CASE("task_group: a group waited after its scheduler's destruction ran its children never touches the scheduler") {
+  for (unsigned workers : test::worker_counts) {
+    CAPTURE(workers);
+    auto pool = std::make_unique<scheduler>(test::options_with(workers));
+    std::atomic<int> ran{0};
+    task_group group(*pool);
+    for (int i = 0; i < 100; ++i) group.run([&] { ran.fetch_add(1); });
+    pool.reset();  // the drain runs the queued children
+    CHECK(ran.load() == 100);
+    group.wait();  // nothing outstanding: the freed scheduler is not read (AddressSanitizer)
+  }
 }
 
 TEST_CASE("task_group: free launches inside execute go to its scheduler") {

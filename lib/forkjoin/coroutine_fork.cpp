@@ -195,8 +195,8 @@ void rethrow_fork_failure(coro_promise_base& parent) {
 bool settle_forks_at_return(coro_promise_base& promise) noexcept {
   promise.forks.forked = false;
   if (!promise.failure) {
-    report(diagnostic_kind::misuse, std::string("a coroutine of task '") + promise.owner->name +
-                                        "' returned with forked children not joined; it ends when they finish");
+    report(diagnostic_kind::misuse, std::string("a coroutine of task '") + promise.owner->name + "' returned on " +
+                                        calling_thread_name() + " with forked children not joined; it ends when they finish");
   }
   run_own_children(promise);
   if (promise.forks.unjoined == 0) return true;

@@ -9,10 +9,22 @@
 
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace magpie {
 
 constinit thread_local detail::forkjoin_thread_state detail::forkjoin_tls;
+
+namespace {
+
+// where_called names, for a report, the calling thread and the task it runs, if any.
+std::string where_called() {
+  std::string where = "on " + calling_thread_name();
+  if (const detail::task_base* running = detail::current_task()) where += std::string(" inside task '") + running->name + "'";
+  return where;
+}
+
+}  // namespace
 
 scheduler::impl* task_group::default_owner() { return &detail::scheduler_access::of(default_scheduler()); }
 
@@ -26,7 +38,7 @@ void task_group::join_unjoined() noexcept {
   std::uint32_t left = outstanding(unfinished_.load(std::memory_order_acquire), 0);
   // An exception between run() and wait() is not misuse: join, and drop the children's.
   if (std::uncaught_exceptions() == 0) {
-    report(diagnostic_kind::misuse, "task_group destroyed with " + std::to_string(left) +
+    report(diagnostic_kind::misuse, "task_group destroyed " + where_called() + " with " + std::to_string(left) +
                                         " children not joined; joining them now");
   }
   join(0);
@@ -146,7 +158,10 @@ bool task_group::help(int joiner_depth) noexcept {
 
 void task_group::join(std::uint32_t ran_here) noexcept {
   const thread_context& context = this_thread_context();
-  auto* own = owner_->own_deque(context);
+  // Looked up once a child is outstanding: a group whose children have all finished is
+  // joined without touching its scheduler, which may be gone (destroyed after it ran them).
+  detail::work_stealing_deque<work_item*>* own = nullptr;
+  bool own_found = false;
   // A joiner outside the scheduler (`main` with a group of a scheduler it names) runs its
   // children in the scheduler's context, as any thread runs its work: what they make
   // (groups, loops, launches) uses that scheduler too. They then count themselves done.
@@ -157,6 +172,7 @@ void task_group::join(std::uint32_t ran_here) noexcept {
   for (;;) {
     std::uint32_t word = unfinished_.load(std::memory_order_acquire);  // acquire: pairs with child_done
     if (outstanding(word, ran_here) == 0) break;
+    if (!std::exchange(own_found, true)) own = owner_->own_deque(context);
     // Our own children first, newest first: cache-hot, and never anything else's frames.
     if (own != nullptr) {
       bool pushed_back = false;
@@ -229,11 +245,13 @@ void task_group::wait_general() {
     joiner_.compare_exchange_strong(other, me, std::memory_order_acquire, std::memory_order_acquire);
   }
   if (other == me) {
-    report(diagnostic_kind::misuse, "task_group::wait called inside one of the group's own children: it would wait for itself");
+    report(diagnostic_kind::misuse, "task_group::wait called " + where_called() +
+                                        ", in one of the group's own children: it would wait for itself");
     return;
   }
   if (other != nullptr) {
-    report(diagnostic_kind::misuse, "task_group::wait called from two threads at once; the second waits for the first");
+    report(diagnostic_kind::misuse, "task_group::wait called " + where_called() +
+                                        " while another thread waits for the group; this second wait waits for the first");
     // acquire: pairs with the release store that ends the other wait
     while (joiner_.load(std::memory_order_acquire) != nullptr) std::this_thread::yield();
     return;  // the first wait joined every child run before it ended

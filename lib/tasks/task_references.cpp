@@ -185,7 +185,8 @@ void drop_prerequisite_references(task_base* task) noexcept {
 }
 
 void report_invalid(const char* operation) noexcept {
-  report(diagnostic_kind::misuse, std::string("task::") + operation + " called on an invalid handle");
+  report(diagnostic_kind::misuse, std::string("task::") + operation + " called on " + calling_thread_name() +
+                                      " with an invalid handle (default-made, moved from or reset)");
 }
 
 }  // namespace magpie::detail
