@@ -370,6 +370,29 @@ TEST_CASE("async: a promise made inside a task of a scheduler destroyed since is
 
 }  // TEST_SUITE
 
+TEST_CASE("async: a wait for a promise's value by a scheduler's thread is reported as stalled after that scheduler's setting") {
+  test::diagnostic_recorder recorder;
+  scheduler_options options = test::options_with(1);
+  options.stall_report_after = std::chrono::milliseconds(50);
+  scheduler pool(options);
+  promise<int> value;
+  future<int> later = value.get_future();
+  std::thread setter([&] {
+    // Set once the wait was reported, or after 2 s, well short of the promise scheduler's
+    // own 5 s (then the check below fails).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (recorder.count_naming("promise value") == 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    value.set_value(7);
+  });
+  int got = pool.execute([&] { return later.get(); });  // this thread works for `pool` meanwhile
+  setter.join();
+  CHECK(got == 7);
+  CHECK(recorder.count_naming("promise value") == 1);
+  for (const auto& each : recorder.reports()) CHECK(each.kind == diagnostic_kind::stalled);
+}
+
 TEST_CASE("async: task_graph_main_thread from main with no game thread attached is reported, runs once attached") {
   // Its task runs only on the game thread: a wait for it from a thread when no thread is
   // attached as game would hang silently.

@@ -122,9 +122,10 @@ struct scheduler_options {
   // (magpie/chaos.h, where chaos_options is chaos::options); MAGPIE_CHAOS in the
   // environment does the same without a code change.
   std::optional<chaos_options> chaos{};
-  // stall_report_after is how long a blocking wait on this scheduler's work, or its
-  // shutdown, may go without progress before it is reported (once; diagnostic_kind::stalled,
-  // a warning) naming what it waits for and the waiting thread; 0 turns the report off.
+  // stall_report_after is how long a blocking wait on this scheduler's work or by one of
+  // its threads (workers, attached threads, callers of execute), or its shutdown, may go
+  // without progress before it is reported (once; diagnostic_kind::stalled, a warning)
+  // naming what it waits for and the waiting thread; 0 turns the report off.
   // MAGPIE_STALL_REPORT_MS in the environment overrides it. Only a thread about to block
   // looks at the clock for it.
   std::chrono::milliseconds stall_report_after{5000};

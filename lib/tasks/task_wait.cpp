@@ -130,6 +130,14 @@ class waiter_policy {
     return false;
   }
 
+  // stall_after is how long this wait for `owner`'s task may go without progress before it
+  // is reported: the setting of the scheduler this thread works for (a worker, an attached
+  // thread, one inside execute), whichever scheduler the task is of (a promise's value lives
+  // on a scheduler of its own); on any other thread, that of the task's scheduler.
+  std::chrono::milliseconds stall_after(const scheduler::impl* owner) const noexcept {
+    return context_.owner != nullptr ? context_.owner->stall_after : owner->stall_after;
+  }
+
   // naps says whether this wait's blocks on `owner`'s task are naps, the loop helping after
   // each: without workers, or as the last thread standing.
   bool naps(scheduler::impl* owner) const noexcept { return owner->workers.empty() || last_thread_standing(owner); }
@@ -283,7 +291,7 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
           watch.progressed();
           continue;
         }
-        stall_after = owner->stall_after;
+        stall_after = policy.stall_after(owner);
         // Without workers, or as the last thread standing, the block is a nap and the loop
         // helps after it.
         napping = policy.naps(owner);
