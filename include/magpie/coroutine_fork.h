@@ -32,7 +32,8 @@
 // cancellation token and priority: a task of another priority than normal has its
 // children queued at that priority, where its join cannot take them back; on a scheduler
 // without workers, fork runs the child at once, as call does. A forked child may co_await
-// tasks and events as its task may; add_nested from it is refused (reported).
+// tasks and events as its task may; add_nested from it is misuse, refused and reported
+// once it has suspended (docs/coroutines.md).
 //
 // Returning from a coroutine with children not joined is misuse, reported (not when an
 // exception leaves it): the coroutine's end then waits for them without blocking, as a
