@@ -39,6 +39,16 @@ long fib_blocking(int n) {
   return left.get_result() + right.get_result();
 }
 
+// one_worker_without_standby: one worker and a standby cap of 0, so that only the 64
+// standby threads started past the cap take blocked threads' places.
+scheduler_options one_worker_without_standby() {
+  scheduler_options options;
+  options.workers = 1;
+  options.background_workers = 0;
+  options.max_standby_workers = 0;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("wait: recursive fib with blocking waits on 1 and 2 workers does not deadlock") {
@@ -339,11 +349,7 @@ TEST_CASE("wait: with every thread blocked and no standby left to start, the las
   // for ever .
   no_leaks leaks;
   test::diagnostic_recorder recorder;  // reaching the cap is reported
-  scheduler_options options;
-  options.workers = 1;
-  options.background_workers = 0;
-  options.max_standby_workers = 0;
-  scheduler pool(options);
+  scheduler pool(one_worker_without_standby());
   task_event gate("gate", pool);
   constexpr int blockers = 72;  // past 1 worker + 64 standby threads
   std::atomic<int> released{0};
@@ -375,11 +381,7 @@ TEST_CASE("wait: a body the last thread standing helped, waiting for the body be
   // report must say the pool put it there, not that the program waits inside its own body.
   no_leaks leaks;
   test::diagnostic_recorder recorder;
-  scheduler_options options;
-  options.workers = 1;
-  options.background_workers = 0;
-  options.max_standby_workers = 0;
-  scheduler pool(options);
+  scheduler pool(one_worker_without_standby());
   task_event gate("gate", pool);
   constexpr int blockers = 65;  // 1 worker + 64 standby threads past the cap of 0
   std::vector<task<>> tasks;
