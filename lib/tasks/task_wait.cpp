@@ -19,18 +19,18 @@ namespace {
 // microseconds, less than a futex sleep and wake-up cost.
 constexpr int spin_checks = 64;
 
-// last_thread_standing says that this is a pool thread of `owner` which, if it blocked,
-// would leave every thread of its kind blocked with no standby left to start. Ready work
-// would then wait for ever (the task it waits for may be queued behind it), so it helps with
-// any queued work instead, though that work may, in the worst case, wait for the body
-// beneath it (the false dependency helping otherwise avoids): that stalls only that case,
-// where blocking would stall every case. Within twice the usual depth, so that its stack
-// stays bounded.
-bool last_thread_standing(scheduler::impl* owner) noexcept {
+// last_thread_standing says that this is a pool thread which, if it blocked, would leave
+// every thread of its kind blocked with no standby left to start, whichever scheduler the
+// task it waits for is of (an event of another scheduler, triggered by work queued on this
+// one, say). Its pool's ready work would then wait for ever, so it helps with that work
+// instead, though the work may, in the worst case, wait for the body beneath it (the false
+// dependency helping otherwise avoids): that stalls only that case, where blocking would
+// stall every case. Within twice the usual depth, so that its stack stays bounded.
+bool last_thread_standing() noexcept {
   const thread_context& context = this_thread_context();
-  if (context.self == nullptr || context.owner != owner) return false;
+  if (context.self == nullptr) return false;
   if (tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= 2 * max_running_depth) return false;
-  return owner->would_stall(*context.self);
+  return context.owner->would_stall(*context.self);
 }
 
 // Waiter policies. Between retractions a wait may run other work only where that is the way
@@ -126,7 +126,7 @@ class waiter_policy {
         context_.named == static_cast<int>(task->target >> 2u)) {
       return false;
     }
-    if (last_thread_standing(owner)) return help_stuck_pool(owner);
+    if (last_thread_standing()) return help_stuck_pool(context_.owner);
     return false;
   }
 
@@ -140,7 +140,7 @@ class waiter_policy {
 
   // naps says whether this wait's blocks on `owner`'s task are naps, the loop helping after
   // each: without workers, or as the last thread standing.
-  bool naps(scheduler::impl* owner) const noexcept { return owner->workers.empty() || last_thread_standing(owner); }
+  bool naps(scheduler::impl* owner) const noexcept { return owner->workers.empty() || last_thread_standing(); }
 
   // own_queues is the named-thread state whose sends must wake this waiter when it blocks
   // (its wait runs their work), else nullptr.

@@ -29,20 +29,25 @@ inline constexpr unsigned max_running_depth = 256;
 
 using task_deque = work_stealing_deque<work_item*>;
 
-// leaves_deep_work_to_others: past max_running_depth, the calling thread leaves `task` to
-// other threads. A pool thread does (of any scheduler: a standby takes its place while it
-// blocks). A thread outside every pool does once a quarter of its stack is all that is left,
-// while `task`'s scheduler has workers: a chain of waits from `main` runs on `main`'s stack
-// as deep as that stack allows, and the workers take the rest. A named thread never does
-// (work bound to it runs nowhere else), nor a thread waiting on a scheduler without
-// workers: retraction is then the only way the work runs.
-bool leaves_deep_work_to_others(const task_base* task) noexcept;
+// leaves_deep_work_to_others: running `depth` bodies on its stack, the calling thread leaves
+// `task` to other threads. A pool thread does past max_running_depth (of any scheduler: a
+// standby takes its place while it blocks). A thread outside every pool does once a quarter
+// of its stack is all that is left, while `task`'s scheduler has workers: a chain of waits
+// from `main` runs on `main`'s stack as deep as that stack allows, and the workers take the
+// rest. A named thread never does (work bound to it runs nowhere else), nor a thread waiting
+// on a scheduler without workers: retraction is then the only way the work runs.
+bool leaves_deep_work_to_others(const task_base* task, unsigned depth) noexcept;
 
-// too_deep_to_run_here: this thread already runs max_running_depth bodies on its stack and
-// leaves `task` to others.
+// stack_look_depth is how many bodies a thread runs on its stack before a wait there asks
+// whether to leave its task to others: few enough that a thread outside the pool with a
+// small stack looks in time (a sanitizer's frames are several times larger).
+inline constexpr unsigned stack_look_depth = 32;
+
+// too_deep_to_run_here: this thread already runs enough bodies on its stack to leave `task`
+// to others (leaves_deep_work_to_others).
 inline bool too_deep_to_run_here(const task_base* task) noexcept {
-  return tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= max_running_depth &&
-         leaves_deep_work_to_others(task);
+  return tasks_tls.innermost_running != nullptr && tasks_tls.innermost_running->depth >= stack_look_depth &&
+         leaves_deep_work_to_others(task, tasks_tls.innermost_running->depth);
 }
 
 // can_retract_here: a task bound to a named thread runs only on that thread; a task whose

@@ -313,9 +313,9 @@ namespace {
 
 }  // namespace
 
-bool leaves_deep_work_to_others(const task_base* task) noexcept {
+bool leaves_deep_work_to_others(const task_base* task, unsigned depth) noexcept {
   const thread_context& context = this_thread_context();
-  if (context.pool_thread) return true;
+  if (context.pool_thread) return depth >= max_running_depth;
   if (context.named >= 0 || !stack_running_low()) return false;
   scheduler_pin pin(task->owner_index);
   return pin.get() != nullptr && !pin.get()->workers.empty();
