@@ -510,6 +510,7 @@ bool scheduler::impl::would_stall(const worker& self) const noexcept {
 void scheduler::impl::leave_blocking(standby_pool& pool, worker& self) {
   // relaxed: standby workers notice lazily, after their current item
   pool.blocked.fetch_sub(1, std::memory_order_relaxed);
+  if (self.napping) return;  // a nap ends whether or not anything moved
   // Own part first: others_unblocked, on this thread, never sees the pool's count behind it.
   ++self.unblocked;
   pool.unblocked.fetch_add(1, std::memory_order_relaxed);  // relaxed: a hint, as above

@@ -37,6 +37,7 @@ struct worker {
   std::atomic<std::uint64_t> stolen{0};
   std::uint64_t stolen_before_search = 0;  // owner-only: `stolen` when the last search began
   std::uint64_t unblocked = 0;  // owner-only: its part of its standby pool's `unblocked`
+  bool napping = false;         // owner-only: its block is a nap, whose end is no progress
   std::thread thread;
 
   void count(std::atomic<std::uint64_t>& counter) {

@@ -33,6 +33,24 @@ bool last_thread_standing() noexcept {
   return context.owner->would_stall(*context.self);
 }
 
+// nap_scope marks a pool thread's block as a nap while it lives, so that the nap's end does
+// not count as the pool's progress (scheduler::impl::others_unblocked): threads napping side
+// by side would otherwise see each other's naps end and never find the pool stuck.
+class nap_scope {
+ public:
+  explicit nap_scope(bool napping) noexcept : self_(napping ? this_thread_context().self : nullptr) {
+    if (self_ != nullptr) self_->napping = true;
+  }
+  ~nap_scope() {
+    if (self_ != nullptr) self_->napping = false;
+  }
+  nap_scope(const nap_scope&) = delete;
+  nap_scope& operator=(const nap_scope&) = delete;
+
+ private:
+  worker* self_;
+};
+
 // Waiter policies. Between retractions a wait may run other work only where that is the way
 // forward and makes no false dependency (a body helped onto the stack above another body
 // could wait for that one, which cannot go on until it returns: docs/scheduler.md, "Waiting
@@ -329,7 +347,8 @@ bool wait_until_complete(task_base* task, const std::chrono::steady_clock::time_
       policy.run_own_queue_item();
       continue;
     }
-    blocking_scope blocked;  // on a worker: a standby worker takes this one's place
+    nap_scope nap_mark(napping);  // outlives `blocked`: see nap_scope
+    blocking_scope blocked;       // on a worker: a standby worker takes this one's place
     // Without workers the block is a nap, and the loop helps after it (see no_worker_nap).
     // (A task whose scheduler is gone completes on another thread, which wakes us.)
     tracing::trace_point(tracing::task, tracing::event_kind::wait_began, task, task->name);
