@@ -513,7 +513,9 @@ void scheduler::impl::leave_blocking(standby_pool& pool, worker& self) {
   if (self.napping) return;  // a nap ends whether or not anything moved
   // Own part first: others_unblocked, on this thread, never sees the pool's count behind it.
   ++self.unblocked;
-  pool.unblocked.fetch_add(1, std::memory_order_relaxed);  // relaxed: a hint, as above
+  // relaxed: a progress hint for others_unblocked, which orders nothing by it; a late view
+  // only makes the last thread standing nap once more before it helps
+  pool.unblocked.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace magpie

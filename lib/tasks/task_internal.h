@@ -324,22 +324,6 @@ inline task_base* current_task_inline() noexcept {
   return innermost != nullptr ? innermost->task : nullptr;
 }
 
-// stuck_pool_help marks, while it lives, the bodies this thread runs from here on as run by
-// the last thread standing of a stuck pool (tasks_thread_state::stuck_help_depth).
-class stuck_pool_help {
- public:
-  stuck_pool_help() noexcept : outer_(tasks_tls.stuck_help_depth) {
-    const running_frame* innermost = tasks_tls.innermost_running;
-    tasks_tls.stuck_help_depth = innermost != nullptr ? innermost->depth : 0;
-  }
-  ~stuck_pool_help() { tasks_tls.stuck_help_depth = outer_; }
-  stuck_pool_help(const stuck_pool_help&) = delete;
-  stuck_pool_help& operator=(const stuck_pool_help&) = delete;
-
- private:
-  unsigned outer_;
-};
-
 // running_task_awaited_by is the task this thread is running (innermost first) that
 // `task` depends on, or nullptr: waiting for `task` here could never end.
 task_base* running_task_awaited_by(const task_base* task) noexcept;

@@ -51,6 +51,22 @@ class nap_scope {
   worker* self_;
 };
 
+// stuck_pool_help marks, while it lives, the bodies this thread runs from here on as run by
+// the last thread standing of a stuck pool (tasks_thread_state::stuck_help_depth).
+class stuck_pool_help {
+ public:
+  stuck_pool_help() noexcept : outer_(tasks_tls.stuck_help_depth) {
+    const running_frame* innermost = tasks_tls.innermost_running;
+    tasks_tls.stuck_help_depth = innermost != nullptr ? innermost->depth : 0;
+  }
+  ~stuck_pool_help() { tasks_tls.stuck_help_depth = outer_; }
+  stuck_pool_help(const stuck_pool_help&) = delete;
+  stuck_pool_help& operator=(const stuck_pool_help&) = delete;
+
+ private:
+  unsigned outer_;
+};
+
 // Waiter policies. Between retractions a wait may run other work only where that is the way
 // forward and makes no false dependency (a body helped onto the stack above another body
 // could wait for that one, which cannot go on until it returns: docs/scheduler.md, "Waiting

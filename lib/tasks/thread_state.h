@@ -81,7 +81,7 @@ struct tasks_thread_state {
   // (task.cpp, can_run_here), so the run starts nothing its rule would not.
   launch_site launch_order_run;
 
-  // This thread's stack, read by a wait past max_running_depth (wait_internal.h).
+  // This thread's stack, read by a wait past stack_look_depth bodies (wait_internal.h).
   stack_bounds stack;
 
   // Retraction's estimate of the stale entries this thread left in its deque.
